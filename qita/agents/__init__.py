@@ -1,0 +1,1 @@
+"""Agents shipped with qita: deterministic scripted agents for tests and demos."""

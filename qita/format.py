@@ -1,0 +1,252 @@
+"""Trace format v1: the pydantic models of every record a writer may emit.
+
+These models are the single definition of the format. The board validates incoming
+lines with them, the run side writes with them, and `docs/trace-format.schema.json`
+is generated from them (`python -m qita.format > docs/trace-format.schema.json`).
+
+Every model allows unknown fields (they are kept and shown raw), so a newer writer
+never breaks an older reader.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any, Literal, Optional, Union
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_ID = "qita.trace/1"
+
+#: Stop reasons named by the contract. Any other string is kept and shown as unknown.
+STOP_REASONS = (
+    "success",
+    "final",
+    "budget_steps",
+    "budget_time",
+    "budget_tokens",
+    "critic_stop",
+    "stagnation",
+    "agent_condition",
+    "env_terminal",
+    "task_validation_failed",
+    "env_capability_mismatch",
+    "unrecoverable_error",
+    "early_stop",
+)
+
+#: Critic actions with a meaning; any other value is shown as given and counts as continue.
+CRITIC_ACTIONS = ("continue", "stop", "retry")
+
+EARLY_STOP_REASONS = ("criterion_passed", "criterion_failed", "decision_budget_exceeded")
+
+RECORD_TYPES = ("run_start", "step", "event", "criterion", "early_stop", "run_end")
+
+RunId = Annotated[str, Field(min_length=1, max_length=200, description="Any Unicode; data, never a path or HTML")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
+
+
+class Budget(_Model):
+    """A run's TaskBudget; null means unlimited."""
+
+    max_steps: Optional[int] = None
+    max_runtime_seconds: Optional[float] = None
+    max_tokens: Optional[int] = None
+
+
+class CriterionSpec(_Model):
+    """A success criterion the run is graded on, as declared in `run_start`."""
+
+    id: str
+    type: Optional[str] = None
+    description: Optional[str] = None
+    stop_when: Optional[Literal["pass", "fail", "decided"]] = None
+    gating: bool = True
+    pass_threshold: float = 0.9
+
+
+class StopCriterionSpec(_Model):
+    """A stop criterion in force for the run."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class EarlyStopConfig(_Model):
+    """The opt-in master switch for early stop."""
+
+    enabled: bool = False
+
+
+class Tokens(_Model):
+    """Token counts."""
+
+    input: Optional[int] = None
+    output: Optional[int] = None
+    total: Optional[int] = None
+
+
+class Action(_Model):
+    """One tool call."""
+
+    name: str
+    args: Any = None
+
+
+class DecisionRecord(_Model):
+    """The model's structured output for a step."""
+
+    mode: Optional[str] = None
+    rationale: Optional[str] = None
+    actions: list[Action] = Field(default_factory=list)
+    final_answer: Optional[str] = None
+
+
+class CriticOutput(_Model):
+    """One critic's verdict on a step. `action` other than stop/retry counts as continue."""
+
+    critic: Optional[str] = None
+    action: str = "continue"
+    reason: Optional[str] = None
+    score: Optional[float] = None
+    details: Any = None
+
+
+class _Record(_Model):
+    type: str
+    run_id: RunId
+
+
+class RunStart(_Record):
+    """First record of a run: who, what, budgets, critics, criteria, early-stop switch."""
+
+    type: Literal["run_start"] = "run_start"
+    schema_: str = Field(SCHEMA_ID, alias="schema")
+    ts: Optional[str] = None
+    task_id: Optional[str] = None
+    experiment: Optional[str] = None
+    variant: Optional[str] = None
+    replicate: int = 0
+    objective: Optional[str] = None
+    agent: Optional[str] = None
+    model: Optional[str] = None
+    budget: Budget = Field(default_factory=Budget)
+    critics: list[str] = Field(default_factory=list)
+    stop_criteria: list[StopCriterionSpec] = Field(default_factory=list)
+    criteria: list[CriterionSpec] = Field(default_factory=list)
+    early_stop: EarlyStopConfig = Field(default_factory=EarlyStopConfig)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepRecord(_Record):
+    """One executed step, with every critic output."""
+
+    type: Literal["step"] = "step"
+    step: int = Field(ge=0)
+    ts: Optional[str] = None
+    duration_s: Optional[float] = None
+    observation: Any = None
+    decision: Optional[DecisionRecord] = None
+    actions: list[Action] = Field(default_factory=list)
+    action_results: list[Any] = Field(default_factory=list)
+    tool_invocations: list[dict[str, Any]] = Field(default_factory=list)
+    critic_outputs: list[CriticOutput] = Field(default_factory=list)
+    state_diff: dict[str, Any] = Field(default_factory=dict)
+    tokens: Optional[Tokens] = None
+    cost_usd: Optional[float] = None
+    retry: bool = False
+
+
+class EventRecord(_Record):
+    """An engine phase event (INIT, DECIDE, ACT, REDUCE, CRITIC, CHECK_STOP, END, ...)."""
+
+    type: Literal["event"] = "event"
+    step: Optional[int] = None
+    phase: str
+    ok: Optional[bool] = None
+    payload: Any = None
+    error: Any = None
+    ts: Optional[str] = None
+
+
+class CriterionRecord(_Record):
+    """The graded result of one criterion declared in `run_start.criteria`."""
+
+    type: Literal["criterion"] = "criterion"
+    id: str
+    score: Optional[float] = Field(None, ge=0, le=1)
+    passed: Optional[bool] = None
+    details: Any = None
+    live_verdict: Optional[Literal["pass", "fail", "undecided"]] = None
+    decided_at_step: Optional[int] = None
+
+
+class EarlyStopRecord(_Record):
+    """How and when a run was cut once its armed criteria were decided."""
+
+    type: Literal["early_stop"] = "early_stop"
+    reason: Optional[str] = None
+    deciding_criterion: Optional[str] = None
+    armed_criteria: list[str] = Field(default_factory=list)
+    step: Optional[int] = None
+    tool_call_index: Optional[int] = Field(None, ge=1)
+    elapsed_s: Optional[float] = None
+    turns_remaining: Optional[int] = None
+
+
+class RunEnd(_Record):
+    """Last record of a finished run: outcome, stop reason, totals."""
+
+    type: Literal["run_end"] = "run_end"
+    ts: Optional[str] = None
+    status: Optional[Literal["completed", "failed", "error"]] = None
+    stop_reason: Optional[str] = None
+    stop_detail: Optional[str] = None
+    final_result: Optional[str] = None
+    verdict: Optional[Literal["pass", "fail", "not_graded"]] = None
+    steps: Optional[int] = None
+    tokens: Optional[Tokens] = None
+    cost_usd: Optional[float] = None
+    elapsed_s: Optional[float] = None
+    failure_report: Optional[dict[str, Any]] = None
+
+
+RECORD_MODELS: dict[str, type[_Record]] = {
+    "run_start": RunStart,
+    "step": StepRecord,
+    "event": EventRecord,
+    "criterion": CriterionRecord,
+    "early_stop": EarlyStopRecord,
+    "run_end": RunEnd,
+}
+
+TraceRecord = Annotated[
+    Union[RunStart, StepRecord, EventRecord, CriterionRecord, EarlyStopRecord, RunEnd],
+    Field(discriminator="type"),
+]
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of one trace line, generated from the models."""
+    schema = TypeAdapter(TraceRecord).json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://qita.dev/schemas/trace-format-v1.json"
+    schema["title"] = "qita trace format v1: one JSON Lines record"
+    schema["description"] = (
+        "One line of a qita trace (JSON Lines). Unknown record types and unknown fields are "
+        "allowed and kept by readers."
+    )
+    return schema
+
+
+def json_schema_text() -> str:
+    """The committed form of the schema: stable key order, two-space indent, final newline."""
+    return orjson.dumps(json_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - used to regenerate the committed schema
+    sys.stdout.write(json_schema_text())
