@@ -1,0 +1,219 @@
+"""The `qita` command line: ingest traces, serve the board, run the demo experiment."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+import orjson
+
+from .errors import QitaError
+from .settings import LOOPBACK_HOSTS, Settings
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _settings(**overrides: Any) -> Settings:
+    """Settings from the environment (QITA_*), overridden by the flags that were given."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="qita-board", prog_name="qita")
+def main() -> None:
+    """qita board: a trace viewer for AI-agent runs.
+
+    \b
+    Example:
+        qita demo && qita board
+    """
+
+
+class _Progress:
+    """A byte-based progress bar on a terminal; nothing when output is piped."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        if enabled and total > 0:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+            self.bar = Progress(TextColumn("ingesting"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                TimeRemainingColumn(), transient=True, console=None)
+            self.task = self.bar.add_task("ingest", total=total)
+            self.bar.start()
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None and n > 0:
+            self.bar.advance(self.task, n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run_ingest(settings: Settings, paths: list[str], *, progress: bool) -> "Any":
+    """Open the database, ingest `paths`, return the report (shared by ingest, board and demo)."""
+    from .db import open_database
+    from .ingest import Ingestor
+    from .ingest.sources import discover
+
+    engine = open_database(settings)
+    try:
+        found = discover(paths, max_archive_bytes=settings.max_archive_bytes)
+        bar = _Progress(found.total_bytes, progress and sys.stderr.isatty() and found.total_bytes > 1 << 20)
+        try:
+            report = Ingestor(engine, settings, progress=bar.advance).ingest_discovery(found)
+        finally:
+            bar.close()
+            found.remove_temporary()
+    finally:
+        engine.dispose()
+    return report
+
+
+def _print_report(report: Any, as_json: bool) -> None:
+    if as_json:
+        click.echo(orjson.dumps(report.to_json()).decode())
+    else:
+        for issue in report.errors:
+            click.echo(str(issue), err=True)
+        for issue in report.warnings:
+            click.echo(f"warning: {issue}", err=True)
+        click.echo(
+            f"{report.records} records from {report.files} files: {len(report.run_ids)} runs "
+            f"({len(report.created)} new), {len(report.errors)} rejected"
+        )
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--db", help="Database: a SQLAlchemy URL or a SQLite file path [env QITA_DB; default ./qita.db]")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary object instead of text.")
+def ingest(paths: tuple[str, ...], db: Optional[str], as_json: bool) -> None:
+    """Ingest trace files, folders (recursively), archives or globs into the database.
+
+    Reads qita JSONL (.jsonl, .jsonl.gz), QitOS run folders, coder_eval results
+    folders and .zip archives of those. Ingesting the same file again adds nothing;
+    a file that grew is read from where the last pass stopped.
+
+    Exit status: 0 when everything was ingested, 1 when any line or file was
+    rejected (the rest is kept), 2 on a usage error.
+
+    \b
+    Example:
+        qita ingest runs/ 'more/*.jsonl.gz' --db sqlite:///qita.db --json
+    """
+    settings = _settings(db=db)
+    missing = [p for p in paths if not os.path.exists(p) and not _glob_matches(p)]
+    if missing:
+        raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+    try:
+        report = run_ingest(settings, list(paths), progress=not as_json)
+    except QitaError as exc:
+        _fail(exc.message)
+        return
+    _print_report(report, as_json)
+    sys.exit(0 if report.ok else 1)
+
+
+def _glob_matches(pattern: str) -> bool:
+    import glob
+
+    return glob.has_magic(pattern) and bool(glob.glob(pattern, recursive=True))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1)
+@click.option("--db", help="Database: a SQLAlchemy URL or a SQLite file path [env QITA_DB; default ./qita.db]")
+@click.option("--host", help="Address to bind [env QITA_HOST; default 127.0.0.1]")
+@click.option("--port", type=int, help="Port [env QITA_PORT; default 8765]")
+@click.option("--watch", "watch", multiple=True, type=click.Path(file_okay=False), help="Folder to keep ingesting while serving (repeatable).")
+@click.option("--token", help="Token required for writes (uploads, deletes) [env QITA_TOKEN].")
+@click.option("--read-auth", is_flag=True, default=None, help="Require the token for reads too [env QITA_READ_AUTH].")
+@click.option("--insecure", is_flag=True, default=None, help="Allow a non-loopback address without a token.")
+def board(paths: tuple[str, ...], db: Optional[str], host: Optional[str], port: Optional[int], watch: tuple[str, ...],
+          token: Optional[str], read_auth: Optional[bool], insecure: Optional[bool]) -> None:
+    """Ingest PATHS (if any), then serve the board in the browser.
+
+    Binds 127.0.0.1 by default. Any other address needs --token (or QITA_TOKEN),
+    or an explicit --insecure.
+
+    \b
+    Example:
+        qita board runs/ --watch runs/ --port 8765
+    """
+    settings = _settings(db=db, host=host, port=port, token=token, read_auth=read_auth, insecure=insecure,
+                         watch=list(watch) or None)
+    if settings.host not in LOOPBACK_HOSTS and not settings.token and not settings.insecure:
+        _fail(f"refusing to listen on {settings.host} without a token: pass --token (or set QITA_TOKEN), "
+              "or --insecure to serve without one", code=2)
+    for folder in settings.watch:
+        if not os.path.isdir(folder):
+            raise click.UsageError(f"--watch: no such folder: {folder}")
+    try:
+        if paths:
+            missing = [p for p in paths if not os.path.exists(p) and not _glob_matches(p)]
+            if missing:
+                raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
+            report = run_ingest(settings, list(paths), progress=True)
+            _print_report(report, False)
+        from .main import create_app
+
+        app = create_app(settings)
+    except QitaError as exc:
+        _fail(exc.message)
+        return
+    import uvicorn
+
+    shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+    click.echo(f"qita board on http://{shown}:{settings.port}/  (database: {_db_label(settings)})", err=True)
+    uvicorn.run(app, host=settings.host.strip("[]"), port=settings.port, log_level="warning", proxy_headers=False)
+
+
+def _db_label(settings: Settings) -> str:
+    url = settings.db_url
+    if url.startswith("sqlite"):
+        return url.split("///", 1)[-1] or url
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--db", help="Database to ingest the demo into [env QITA_DB; default ./qita.db]")
+@click.option("--out", type=click.Path(file_okay=False), default="demo-traces", show_default=True,
+              help="Folder for the demo's trace files.")
+@click.option("--tasks", type=click.IntRange(1, 10_000), default=24, show_default=True, help="Tasks in the experiment.")
+def demo(db: Optional[str], out: str, tasks: int) -> None:
+    """Run the demo smoke-vs-e2e experiment with scripted agents and ingest its traces.
+
+    No network and no model: deterministic scripted agents run every task twice,
+    as `smoke` (early stop on) and `e2e` (full run).
+
+    \b
+    Example:
+        qita demo --tasks 24 --out demo-traces && qita board
+    """
+    from qita.demo import run_demo
+
+    settings = _settings(db=db)
+    try:
+        files = run_demo(Path(out), tasks=tasks)
+        report = run_ingest(settings, [str(f) for f in files], progress=True)
+    except QitaError as exc:
+        _fail(exc.message)
+        return
+    _print_report(report, False)
+    sys.exit(0 if report.ok else 1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

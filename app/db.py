@@ -1,0 +1,103 @@
+"""Database engines, connection settings and schema upgrades.
+
+No engine is created at import time: `make_engine(settings)` builds one per app or
+command. SQLite gets WAL (readers never wait for the writer), a busy timeout and
+foreign keys; every start runs the Alembic migrations up to head.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterator
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlmodel import Session, create_engine
+
+from .errors import QitaError
+from .paths import MIGRATIONS
+from .settings import Settings
+
+log = logging.getLogger("qita.db")
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`, with the connection settings the board relies on."""
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() == "sqlite":
+        database = sa_url.database
+        if database and database != ":memory:":
+            parent = Path(database).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise QitaError(f"database folder does not exist: {parent.name or parent}", status=400)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def alembic_config(engine: Engine) -> Config:
+    """An Alembic config pointing at the shipped migrations and the given engine."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Bring the database schema up to the newest migration."""
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def open_database(settings: Settings) -> Engine:
+    """Create the engine for `settings.db` and upgrade its schema; clear errors when it cannot."""
+    engine = make_engine(settings.db_url)
+    try:
+        upgrade(engine)
+    except QitaError:
+        raise
+    except Exception as exc:  # surface disk/permission problems as one clear line
+        raise QitaError(f"cannot open database: {describe_db_error(exc)}", status=500) from exc
+    return engine
+
+
+def describe_db_error(exc: BaseException) -> str:
+    """A one-line explanation of a database error, without server paths."""
+    text = str(getattr(exc, "orig", None) or exc).splitlines()[0] if str(exc) else type(exc).__name__
+    low = text.lower()
+    if "readonly" in low or "read-only" in low:
+        return "the database is read-only (check the file's permissions)"
+    if "disk" in low and "full" in low or "no space" in low:
+        return "the disk is full"
+    if "unable to open" in low:
+        return "the database file cannot be opened (check the path and permissions)"
+    if "locked" in low:
+        return "the database is locked by another process"
+    return text[:300]
+
+
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """A session for one request."""
+    with Session(engine) as session:
+        yield session

@@ -1,0 +1,189 @@
+"""The reader's rules from the trace-format contract: verdict, run state and totals.
+
+- Verdict: a recorded `run_end.verdict` wins. Otherwise an early-stopped run passes when
+  every armed criterion reaches its pass threshold (it is gated on the armed criteria;
+  the others are advisory); any other run passes when every gating criterion passes; a
+  run with no graded criteria is `not_graded`. A run that has not finished has no
+  verdict (it is never shown as passing).
+- State: a run with `run_end` is `finished`; without it, `running` while records keep
+  arriving, `abandoned` once silent for `abandon_after_s` or when its source is closed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Optional
+
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.engine import Connection
+
+from .models import CriterionRow, EarlyStopRow, Run, Step
+
+RUNS = Run.__table__
+STEPS = Step.__table__
+CRITERIA = CriterionRow.__table__
+EARLY = EarlyStopRow.__table__
+
+
+def criterion_passed(score: Optional[float], passed: Optional[bool], threshold: float, *, by_score: bool = False) -> Optional[bool]:
+    """Whether a graded criterion passed; None when it has no result.
+
+    `by_score` applies the armed-criteria rule (score against threshold first).
+    """
+    if by_score and score is not None:
+        return score >= threshold
+    if passed is not None:
+        return passed
+    if score is not None:
+        return score >= threshold
+    return None
+
+
+def is_armed(early_stop_enabled: bool, stop_when: Optional[str]) -> bool:
+    """A criterion is armed when the run enabled early stop and it has a stop_when."""
+    return bool(early_stop_enabled) and stop_when is not None
+
+
+def derive_verdict(
+    criteria: list[dict[str, Any]],
+    *,
+    early_stopped: bool,
+    early_stop_enabled: bool,
+    armed_ids: Optional[list[str]] = None,
+) -> tuple[str, str]:
+    """(verdict, gated_on) from criteria dicts with keys criterion_id, stop_when, gating,
+    pass_threshold, has_result, score, passed."""
+    if early_stopped:
+        armed = [c for c in criteria if is_armed(early_stop_enabled, c["stop_when"])]
+        if not armed and armed_ids:
+            ids = set(armed_ids)
+            armed = [c for c in criteria if c["criterion_id"] in ids]
+        if armed:
+            results = [criterion_passed(c["score"], c["passed"], c["pass_threshold"], by_score=True)
+                       for c in armed if c["has_result"]]
+            if not results:
+                return "not_graded", "armed"
+            ok = len(results) == len(armed) and all(results)
+            return ("pass" if ok else "fail"), "armed"
+    gating = [c for c in criteria if c["gating"]]
+    results = [criterion_passed(c["score"], c["passed"], c["pass_threshold"]) for c in gating if c["has_result"]]
+    if not results:
+        return "not_graded", "none"
+    ok = len(results) == len(gating) and all(r is True for r in results)
+    return ("pass" if ok else "fail"), "all"
+
+
+def derive_state(*, has_end: bool, closed: bool, last_seen_at: Optional[datetime], now: datetime,
+                 abandon_after_s: float) -> str:
+    """finished, running or abandoned."""
+    if has_end:
+        return "finished"
+    if closed:
+        return "abandoned"
+    if last_seen_at is not None and last_seen_at.tzinfo is None:
+        from datetime import timezone
+
+        last_seen_at = last_seen_at.replace(tzinfo=timezone.utc)
+    if last_seen_at is None or now - last_seen_at > timedelta(seconds=abandon_after_s):
+        return "abandoned"
+    return "running"
+
+
+def _tok(end: dict[str, Any], key: str) -> Optional[int]:
+    tokens = end.get("tokens") if isinstance(end, dict) else None
+    if isinstance(tokens, dict):
+        value = tokens.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _end_num(end: dict[str, Any], key: str) -> Optional[float]:
+    value = end.get(key) if isinstance(end, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float) -> None:
+    """Recompute one run's derived columns from its rows."""
+    run = conn.execute(select(RUNS).where(RUNS.c.id == pk)).mappings().first()
+    if run is None:
+        return
+    agg = conn.execute(
+        select(
+            func.count(STEPS.c.id),
+            func.sum(STEPS.c.tokens_input),
+            func.sum(STEPS.c.tokens_output),
+            func.sum(STEPS.c.tokens_total),
+            func.sum(STEPS.c.cost_usd),
+            func.sum(STEPS.c.duration_s),
+            func.sum(func.coalesce(STEPS.c.retry, False).cast(type_=RUNS.c.steps.type)),
+        ).where(STEPS.c.run_pk == pk)
+    ).first()
+    n_steps, t_in, t_out, t_total, cost, dur, retries = agg
+    end = run["end_record"] or {}
+    has_end = bool(run["has_end"])
+
+    steps = end.get("steps") if isinstance(end.get("steps"), int) and not isinstance(end.get("steps"), bool) else None
+    steps = max(steps, n_steps or 0) if steps is not None else (n_steps or 0)
+    tokens_input = _tok(end, "input") if _tok(end, "input") is not None else t_in
+    tokens_output = _tok(end, "output") if _tok(end, "output") is not None else t_out
+    tokens_total = _tok(end, "total")
+    if tokens_total is None:
+        tokens_total = t_total if t_total is not None else (
+            (tokens_input or 0) + (tokens_output or 0) if (tokens_input is not None or tokens_output is not None) else None)
+    cost_usd = _end_num(end, "cost_usd")
+    if cost_usd is None:
+        cost_usd = cost
+    elapsed = _end_num(end, "elapsed_s")
+    if elapsed is None and run["started_at"] is not None and run["ended_at"] is not None:
+        elapsed = max(0.0, (run["ended_at"] - run["started_at"]).total_seconds())
+    if elapsed is None:
+        elapsed = dur
+
+    early = conn.execute(select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == pk)).first()
+    early_stopped = early is not None
+    crit_rows = [dict(r) for r in conn.execute(
+        select(CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating, CRITERIA.c.pass_threshold,
+               CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed).where(CRITERIA.c.run_pk == pk)
+    ).mappings()]
+    verdict, gated_on = derive_verdict(
+        crit_rows,
+        early_stopped=early_stopped,
+        early_stop_enabled=bool(run["early_stop_enabled"]),
+        armed_ids=(early[0] if early and isinstance(early[0], list) else None),
+    )
+    state = derive_state(has_end=has_end, closed=bool(run["closed"]), last_seen_at=run["last_seen_at"],
+                         now=now, abandon_after_s=abandon_after_s)
+    recorded = run["verdict_recorded"]
+    if not has_end:
+        verdict = None  # a run that has not finished is never shown as passing
+    elif recorded in ("pass", "fail", "not_graded"):
+        verdict = recorded
+    conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+        steps=steps,
+        retries=int(retries or 0),
+        tokens_input=tokens_input,
+        tokens_output=tokens_output,
+        tokens_total=tokens_total,
+        cost_usd=cost_usd,
+        elapsed_s=elapsed,
+        early_stopped=early_stopped,
+        verdict=verdict,
+        gated_on=gated_on if has_end else None,
+        state=state,
+        updated_at=now,
+    ))
+
+
+def sweep_abandoned(conn: Connection, *, now: datetime, abandon_after_s: float) -> int:
+    """Turn running runs that went silent into abandoned ones; returns how many."""
+    cutoff = now - timedelta(seconds=abandon_after_s)
+    result = conn.execute(
+        update(RUNS)
+        .where(and_(RUNS.c.state == "running", RUNS.c.has_end.is_(False),
+                    (RUNS.c.last_seen_at.is_(None)) | (RUNS.c.last_seen_at < cutoff)))
+        .values(state="abandoned")
+    )
+    return result.rowcount or 0

@@ -1,0 +1,284 @@
+"""The one ingest path: the CLI, the folder watcher and uploads all call `Ingestor`.
+
+Files are streamed line by line and applied in batches, one transaction each; the
+source's byte offset is saved in the same transaction, so a killed ingest resumes
+where its last committed batch ended and never duplicates a record. A file that grew
+is read from its saved offset (after checking the bytes before it are unchanged);
+one that shrank or changed is read again from the start, which is harmless because
+every record is written by its natural key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from .. import derive
+from ..db import describe_db_error
+from ..errors import QitaError
+from ..models import IngestSource, Run
+from ..settings import Settings
+from . import qitos  # noqa: F401  (registers the QitOS folder reader)
+from .lines import GZIP_ERRORS, check_record, iter_items, open_stream
+from .sources import Discovery, Source, discover
+from .store import Applier
+
+SOURCES = IngestSource.__table__
+RUNS = Run.__table__
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass
+class IngestIssue:
+    """A rejected line (or file) or a warning, named `FILE:LINE: message`."""
+
+    file: str
+    line: Optional[int]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}" if self.line is not None else f"{self.file}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
+@dataclass
+class IngestReport:
+    """What one ingest call did."""
+
+    files: int = 0
+    records: int = 0
+    run_ids: set[str] = field(default_factory=set)
+    created: set[str] = field(default_factory=set)
+    errors: list[IngestIssue] = field(default_factory=list)
+    warnings: list[IngestIssue] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.missing
+
+    def merge(self, other: "IngestReport") -> None:
+        self.files += other.files
+        self.records += other.records
+        self.run_ids |= other.run_ids
+        self.created |= other.created
+        self.errors.extend(other.errors)
+        self.warnings.extend(other.warnings)
+        self.missing.extend(other.missing)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "runs": len(self.run_ids),
+            "records": self.records,
+            "errors": [e.to_json() for e in self.errors],
+            "warnings": [w.to_json() for w in self.warnings],
+            "runs_created": sorted(self.created),
+            "runs_updated": sorted(self.run_ids - self.created),
+        }
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Ingestor:
+    """Reads sources into the store. One instance per writer (it caches run keys)."""
+
+    def __init__(self, engine: Engine, settings: Settings, *, progress: Optional[ProgressFn] = None):
+        self.engine = engine
+        self.settings = settings
+        self.applier = Applier(engine)
+        self.progress = progress
+
+    # -- entry points -----------------------------------------------------------------
+    def ingest_paths(self, paths: list[str], *, final: bool = True, closed: bool = False,
+                     key_prefix: Optional[str] = None, labels: Optional[list[str]] = None) -> IngestReport:
+        """Ingest files, folders, archives and globs; see `discover` for keys and labels."""
+        found = discover(paths, key_prefix=key_prefix, labels=labels, max_archive_bytes=self.settings.max_archive_bytes)
+        try:
+            return self.ingest_discovery(found, final=final, closed=closed)
+        finally:
+            found.remove_temporary()
+
+    def ingest_discovery(self, found: Discovery, *, final: bool = True, closed: bool = False) -> IngestReport:
+        """Ingest already-discovered sources."""
+        report = IngestReport(missing=list(found.missing))
+        for label, line, message in found.errors:
+            report.errors.append(IngestIssue(label, line, message))
+        for src in found.sources:
+            report.files += 1
+            self.ingest_source(src, report, final=final, closed=closed)
+        self.sweep()
+        return report
+
+    def sweep(self) -> None:
+        """Mark runs that went silent as abandoned."""
+        try:
+            with self.engine.begin() as conn:
+                derive.sweep_abandoned(conn, now=_now(), abandon_after_s=self.settings.abandon_after_s)
+        except SQLAlchemyError as exc:
+            raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
+
+    # -- one source ---------------------------------------------------------------------
+    def ingest_source(self, src: Source, report: IngestReport, *, final: bool = True, closed: bool = False) -> None:
+        try:
+            if src.produce is not None:
+                self._ingest_document(src, report, closed=closed)
+            else:
+                self._ingest_lines(src, report, final=final, closed=closed)
+            if src.finish is not None:
+                extra = src.finish()
+                if extra:
+                    self._commit(src, report, [(r, None, src.label, 0) for r in extra], None, closed=closed)
+        except (OperationalError, SQLAlchemyError) as exc:
+            self.applier.forget()
+            raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
+        except OSError as exc:
+            report.errors.append(IngestIssue(src.label, None, f"cannot read file: {exc.strerror or type(exc).__name__}"))
+
+    def _source_row(self, key: str) -> Optional[Any]:
+        with self.engine.connect() as conn:
+            return conn.execute(select(SOURCES).where(SOURCES.c.path == key)).mappings().first()
+
+    def _save_source(self, conn, src: Source, **values: Any) -> None:
+        values["updated_at"] = _now()
+        exists = conn.execute(select(SOURCES.c.id).where(SOURCES.c.path == src.key)).first()
+        if exists:
+            conn.execute(update(SOURCES).where(SOURCES.c.id == exists[0]).values(**values))
+        else:
+            conn.execute(SOURCES.insert().values(path=src.key, kind=src.kind, **values))
+
+    def _commit(self, src: Source, report: IngestReport, batch: list, source_values: Optional[dict[str, Any]],
+                *, closed: bool) -> None:
+        """Apply one batch and record the source's progress, atomically."""
+        try:
+            with self.engine.begin() as conn:
+                touched: set[str] = set()
+                if batch:
+                    touched, created, warnings = self.applier.apply(conn, batch, source_format=src.source_format,
+                                                                    closed=closed)
+                    report.created |= created
+                    report.run_ids |= touched
+                    report.records += len(batch)
+                    by_run: dict[str, list[str]] = {}
+                    for label, line, message in warnings:
+                        report.warnings.append(IngestIssue(label, line or None, message))
+                    for rec, _raw, label, line in batch:
+                        if rec["type"] in ("run_start", "run_end"):
+                            for w_label, w_line, w_msg in warnings:
+                                if w_label == label and w_line == line:
+                                    by_run.setdefault(rec["run_id"], []).append(w_msg)
+                    for rid, msgs in by_run.items():
+                        self.applier.add_warnings(conn, rid, msgs)
+                    self.applier.recompute(conn, touched, abandon_after_s=self.settings.abandon_after_s)
+                if source_values is not None:
+                    self._save_source(conn, src, **source_values)
+        except SQLAlchemyError:
+            self.applier.forget()
+            raise
+
+    def _ingest_document(self, src: Source, report: IngestReport, *, closed: bool) -> None:
+        st = os.stat(src.path)
+        prev = self._source_row(src.key)
+        with open(src.path, "rb") as fh:
+            digest = hashlib.sha256(fh.read(64 * 1024 * 1024)).hexdigest()
+        if prev is not None and prev["content_hash"] == digest:
+            return
+        records, errors = src.produce()
+        for line, message in errors:
+            report.errors.append(IngestIssue(src.label, line, message))
+        batch = []
+        for rec in records:
+            err = check_record(rec)
+            if err:
+                report.errors.append(IngestIssue(src.label, None, err))
+            else:
+                batch.append((rec, None, src.label, 0))
+        self._commit(src, report, batch, {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
+                                          "offset": st.st_size, "lines": 0}, closed=closed)
+        if self.progress:
+            self.progress(st.st_size)
+
+    def _ingest_lines(self, src: Source, report: IngestReport, *, final: bool, closed: bool) -> None:
+        st = os.stat(src.path)
+        prev = self._source_row(src.key)
+        if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
+            if self.progress:
+                self.progress(st.st_size)
+            return  # unchanged since the last pass
+        gz = src.kind == "gz"
+        limit = self.settings.max_archive_bytes
+        hasher = hashlib.sha256()
+        start_offset = start_line = 0
+        fh = open_stream(src.path, gz=gz, max_decompressed=limit)
+        try:
+            if prev is not None and prev["offset"] and prev["content_hash"]:
+                # Resume only if the bytes already read are still the same.
+                remaining = prev["offset"]
+                try:
+                    while remaining > 0:
+                        chunk = fh.read(min(remaining, 1 << 20))
+                        if not chunk:
+                            break
+                        hasher.update(chunk)
+                        remaining -= len(chunk)
+                except GZIP_ERRORS:
+                    remaining = 1
+                if remaining == 0 and hasher.hexdigest() == prev["content_hash"]:
+                    start_offset, start_line = prev["offset"], prev["lines"]
+                else:
+                    fh.close()
+                    fh = open_stream(src.path, gz=gz, max_decompressed=limit)
+                    hasher = hashlib.sha256()
+            self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
+        finally:
+            fh.close()
+
+    def _read_loop(self, src: Source, fh, report: IngestReport, offset: int, line: int, hasher, st,
+                   *, final: bool, closed: bool) -> None:
+        batch: list[tuple[dict[str, Any], Optional[bytes], str, int]] = []
+        consumed_offset, consumed_line = offset, line
+        digest = hasher.copy()
+        reported = offset
+        gz = src.kind == "gz"
+
+        def source_values(done: bool) -> dict[str, Any]:
+            # mtime is saved only after a complete pass: it is what lets the next pass skip
+            # an unchanged file without reading it.
+            return {"size": st.st_size, "mtime": st.st_mtime if done else None,
+                    "content_hash": digest.hexdigest(), "offset": consumed_offset, "lines": consumed_line}
+
+        try:
+            for item in iter_items(fh, start_offset=offset, start_line=line, max_line_bytes=self.settings.max_line_bytes,
+                                   final=final, transform=src.transform, hasher=hasher):
+                if item.error:
+                    report.errors.append(IngestIssue(src.label, item.line, item.error))
+                if item.record is not None:
+                    batch.append((item.record, item.raw, src.label, item.line))
+                if item.pending or item.more:
+                    continue
+                # iter_items hashes exactly the consumed lines, so this is the digest of [0, end).
+                consumed_offset, consumed_line = item.end, item.line
+                digest = hasher.copy()
+                if len(batch) >= self.settings.batch_lines:
+                    self._commit(src, report, batch, source_values(False), closed=closed)
+                    batch = []
+                    if self.progress and not gz:
+                        self.progress(consumed_offset - reported)
+                        reported = consumed_offset
+        except GZIP_ERRORS as exc:
+            report.errors.append(IngestIssue(src.label, consumed_line + 1, f"cannot decompress: {exc}"))
+        self._commit(src, report, batch, source_values(True), closed=closed)
+        if self.progress:
+            self.progress((consumed_offset - reported) if not gz else st.st_size)

@@ -1,0 +1,237 @@
+"""Reading trace lines: streaming, bounded, and explicit about every bad line.
+
+A line source yields `Item`s: a parsed record with the byte offset just past its line,
+or an error naming the line. Lines are read one at a time with a size cap, so memory
+stays flat however large the file is; a line longer than the cap is skipped in chunks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import zlib
+from dataclasses import dataclass
+from typing import IO, Any, Callable, Iterator, Optional
+
+import orjson
+from pydantic import ValidationError
+
+from qita.format import RECORD_MODELS
+
+BOM = b"\xef\xbb\xbf"
+#: Most bad lines reported per file; the rest are counted in one closing message.
+MAX_ERRORS_PER_FILE = 1000
+
+
+@dataclass(slots=True)
+class Item:
+    """One line's outcome: `record` or `error`, with where the line ends."""
+
+    line: int
+    end: int
+    record: Optional[dict[str, Any]] = None
+    raw: Optional[bytes] = None
+    error: Optional[str] = None
+    #: a partial last line without newline: not consumed, the offset stays before it
+    pending: bool = False
+    #: more records of the same line follow (a transform that yields several)
+    more: bool = False
+
+
+class LimitExceeded(Exception):
+    """A decompressed stream grew past the configured maximum."""
+
+
+class LimitedReader:
+    """Wrap a decompressing stream and stop once it produced more than `limit` bytes."""
+
+    def __init__(self, raw: IO[bytes], limit: int):
+        self.raw = raw
+        self.limit = limit
+        self.count = 0
+
+    def readline(self, size: int = -1) -> bytes:
+        data = self.raw.readline(size)
+        self.count += len(data)
+        if self.count > self.limit:
+            raise LimitExceeded(f"decompressed data exceeds the limit of {self.limit} bytes")
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size)
+        self.count += len(data)
+        if self.count > self.limit:
+            raise LimitExceeded(f"decompressed data exceeds the limit of {self.limit} bytes")
+        return data
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first validation problem as `field 'a.b': message`."""
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()) if not (isinstance(p, str) and p in RECORD_MODELS))
+    msg = err.get("msg", "invalid value")
+    if err.get("type") == "missing":
+        return f"missing field '{loc}'"
+    return f"field '{loc}': {msg}" if loc else msg
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    """Parse one line (without its newline) into a dict, or say why it is not a record."""
+    if b"\x00" in raw:
+        return None, "binary data (NUL byte), not a JSON line"
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        text = str(exc)
+        if "utf-8" in text.lower() or "surrogate" in text.lower():
+            return None, "line is not valid UTF-8"
+        if "recursion" in text.lower():
+            return None, "invalid JSON: nested too deeply"
+        if raw.lstrip()[:3] in (b"NaN", b"Inf", b"-In") or b"NaN" in raw or b"Infinity" in raw:
+            return None, f"invalid JSON (NaN and Infinity are not JSON): {text}"
+        return None, f"invalid JSON: {text}"
+    if not isinstance(value, dict):
+        return None, f"not a JSON object (got {_json_kind(value)})"
+    return value, None
+
+
+def check_record(value: dict[str, Any]) -> Optional[str]:
+    """Validate a parsed record against the v1 models; None when it is acceptable."""
+    rtype = value.get("type")
+    if "type" not in value:
+        return "missing field 'type'"
+    if not isinstance(rtype, str):
+        return f"field 'type': must be a string, got {_json_kind(rtype)}"
+    run_id = value.get("run_id")
+    if "run_id" not in value:
+        return "missing field 'run_id'"
+    if not isinstance(run_id, str):
+        return f"field 'run_id': must be a string, got {_json_kind(run_id)}"
+    if not 1 <= len(run_id) <= 200:
+        return f"field 'run_id': must be 1 to 200 characters, got {len(run_id)}"
+    model = RECORD_MODELS.get(rtype)
+    if model is None:
+        return None  # unknown types are kept raw
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        return describe_validation_error(exc)
+    return None
+
+
+Transform = Callable[[dict[str, Any], int], list[dict[str, Any]]]
+
+
+def iter_items(
+    fh: IO[bytes],
+    *,
+    start_offset: int = 0,
+    start_line: int = 0,
+    max_line_bytes: int,
+    final: bool,
+    transform: Optional[Transform] = None,
+    hasher: Optional["hashlib._Hash"] = None,
+) -> Iterator[Item]:
+    """Yield an Item per line of `fh`, which is positioned at `start_offset`.
+
+    `final` says the source is complete: a last line without a newline is then either a
+    record (when it parses) or an error; otherwise it is left pending for the writer to
+    finish. `transform` maps a parsed foreign line to v1 records (QitOS, coder_eval).
+    """
+    offset = start_offset
+    line_no = start_line
+    errors = 0
+    suppressed = 0
+    while True:
+        raw = fh.readline(max_line_bytes + 1)
+        if not raw:
+            break
+        line_no += 1
+        start = offset
+        offset += len(raw)
+        complete = raw.endswith(b"\n")
+        if not complete and len(raw) > max_line_bytes:
+            # Over-long line: skip the rest of it without holding it in memory.
+            if hasher is not None:
+                hasher.update(raw)
+            while True:
+                chunk = fh.readline(1 << 20)
+                if not chunk:
+                    break
+                offset += len(chunk)
+                if hasher is not None:
+                    hasher.update(chunk)
+                if chunk.endswith(b"\n"):
+                    break
+            item = Item(line=line_no, end=offset, error=f"line longer than the maximum of {max_line_bytes} bytes")
+        else:
+            if not complete and not final:
+                # The writer has not finished this line yet: leave it for the next pass.
+                yield Item(line=line_no, end=start, pending=True)
+                return
+            body = raw.rstrip(b"\r\n") if complete else raw.rstrip(b"\r")
+            if line_no == 1 and body.startswith(BOM):
+                body = body[len(BOM):]
+            if not body.strip():
+                if hasher is not None:
+                    hasher.update(raw)
+                yield Item(line=line_no, end=offset)
+                continue
+            value, err = parse_line(body)
+            if err is None and transform is not None:
+                try:
+                    records = transform(value, line_no)
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    records, err = [], str(exc) or type(exc).__name__
+            else:
+                records = [value] if value is not None else []
+            if err is None:
+                for rec in records:
+                    err = check_record(rec)
+                    if err:
+                        break
+            if err is None or complete:
+                if hasher is not None:
+                    hasher.update(raw)
+            if err is None:
+                if not records:
+                    yield Item(line=line_no, end=offset)
+                for i, rec in enumerate(records):
+                    yield Item(line=line_no, end=offset, record=rec, raw=body if transform is None else None,
+                               more=i < len(records) - 1)
+                continue
+            item = Item(line=line_no, end=offset, error=err)
+            if not complete:
+                # Reported, but not consumed: if the file grows, the line is read again.
+                item.error = f"truncated last line (no newline at end of file): {err}"
+                item.end = start
+                item.pending = True
+        errors += 1
+        if errors <= MAX_ERRORS_PER_FILE:
+            yield item
+        else:
+            suppressed += 1
+            yield Item(line=line_no, end=item.end, pending=item.pending)
+        if item.pending:
+            break
+    if suppressed:
+        yield Item(line=line_no, end=offset, error=f"{suppressed} more bad lines not listed", pending=True)
+
+
+def open_stream(path: str, *, gz: bool, max_decompressed: int) -> IO[bytes]:
+    """Open a trace file for binary line reading; gzip is decompressed with a size cap."""
+    fh = open(path, "rb", buffering=1 << 20)
+    if gz:
+        return LimitedReader(gzip.GzipFile(fileobj=fh, mode="rb"), max_decompressed)  # type: ignore[return-value]
+    return fh
+
+
+GZIP_ERRORS = (OSError, EOFError, zlib.error, LimitExceeded)

@@ -1,0 +1,173 @@
+"""Finding trace sources under the paths a user gave, and the readers for foreign layouts.
+
+A path may be a `.jsonl` / `.jsonl.gz` file, a `.zip` archive, a folder (searched
+recursively), or a glob. Folders with a known layout are read as a whole: a QitOS run
+folder (`manifest.json` + `steps.jsonl` + `events.jsonl`) and a coder_eval results
+folder (`run.json` at the root). Each reader yields `Source`s that the ingest core
+reads line by line.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import orjson
+
+from .lines import Transform
+
+TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class Source:
+    """One readable input: a file of lines, or a whole-document producer of records."""
+
+    key: str  # identity in ingest_sources (absolute path, or "upload:NAME")
+    label: str  # how errors name it: the path as given, or the uploaded name
+    path: str  # where to read it on this machine (never shown)
+    kind: str = "jsonl"  # jsonl | gz | qitos_manifest | qitos_steps | qitos_events | document
+    source_format: str = "qita"
+    transform: Optional[Transform] = None
+    #: for whole-document sources: returns (records, errors as (line, message))
+    produce: Optional[Callable[[], tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]]] = None
+    #: called after the source was read (QitOS: emit run_end from an END event)
+    finish: Optional[Callable[[], list[dict[str, Any]]]] = None
+    size: int = 0
+
+
+@dataclass
+class Discovery:
+    """What a set of user paths resolved to."""
+
+    sources: list[Source] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    errors: list[tuple[str, Optional[int], str]] = field(default_factory=list)
+    #: temporary folders (unpacked archives) to remove once the sources were read
+    cleanup: list[str] = field(default_factory=list)
+    max_archive_bytes: int = 4 * 1024**3
+
+    def remove_temporary(self) -> None:
+        import shutil
+
+        for folder in self.cleanup:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.cleanup.clear()
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.size for s in self.sources)
+
+
+def is_trace_file(name: str) -> bool:
+    low = name.lower()
+    return low.endswith(TRACE_SUFFIXES)
+
+
+def read_json_document(path: str, limit: int = MAX_MANIFEST_BYTES) -> tuple[Optional[Any], Optional[str]]:
+    """Read a small JSON document with a size cap; (value, error)."""
+    try:
+        size = os.path.getsize(path)
+        if size > limit:
+            return None, f"file larger than {limit} bytes"
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or type(exc).__name__}"
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return orjson.loads(data), None
+    except orjson.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc}"
+
+
+def _file_source(path: str, label: str, key: Optional[str] = None) -> Source:
+    gz = path.lower().endswith(".gz")
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    return Source(key=key or os.path.realpath(path), label=label, path=path, kind="gz" if gz else "jsonl", size=size)
+
+
+#: Folder layouts other than plain JSONL: (detect(folder) -> bool, sources(folder, label, key_prefix)).
+FolderReader = tuple[Callable[[str], bool], Callable[[str, str, Optional[str]], list[Source]]]
+FOLDER_READERS: list[FolderReader] = []
+
+
+def register_folder_reader(detect: Callable[[str], bool], make: Callable[[str, str, Optional[str]], list[Source]]) -> None:
+    """Teach discovery a new folder layout."""
+    FOLDER_READERS.append((detect, make))
+
+
+def _walk(root: str, label_root: str, key_prefix: Optional[str], out: Discovery) -> None:
+    for detect, make in FOLDER_READERS:
+        if detect(root):
+            out.sources.extend(make(root, label_root, key_prefix))
+            return
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as exc:
+        out.errors.append((label_root, None, f"cannot read folder: {exc.strerror or type(exc).__name__}"))
+        return
+    for entry in entries:
+        label = f"{label_root.rstrip('/')}/{entry.name}" if label_root else entry.name
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _walk(entry.path, label, key_prefix, out)
+            elif entry.is_file() and is_trace_file(entry.name):
+                key = f"{key_prefix}{label}" if key_prefix else None
+                out.sources.append(_file_source(entry.path, label, key))
+        except OSError:
+            continue
+
+
+def discover(paths: list[str], *, key_prefix: Optional[str] = None, labels: Optional[list[str]] = None,
+             max_archive_bytes: int = 4 * 1024**3) -> Discovery:
+    """Resolve user paths (files, folders, globs) into sources.
+
+    `key_prefix` and `labels` are for uploads: sources are then identified by the
+    uploaded names, never by the temporary folder they were unpacked into.
+    """
+    out = Discovery(max_archive_bytes=max_archive_bytes)
+    for i, given in enumerate(paths):
+        label = labels[i] if labels else given
+        if not os.path.exists(given) and glob.has_magic(given):
+            matches = sorted(glob.glob(given, recursive=True))
+            if not matches:
+                out.missing.append(given)
+            for m in matches:
+                _add(m, m, key_prefix, out)
+            continue
+        if not os.path.exists(given):
+            out.missing.append(given)
+            continue
+        _add(given, label, key_prefix, out)
+    return out
+
+
+def _add(path: str, label: str, key_prefix: Optional[str], out: Discovery) -> None:
+    if os.path.isdir(path):
+        _walk(path, label, key_prefix, out)
+    elif path.lower().endswith(".zip"):
+        from .archives import zip_sources
+
+        zip_sources(path, label, key_prefix, out)
+    else:
+        key = f"{key_prefix}{label}" if key_prefix else None
+        out.sources.append(_file_source(path, label, key))
+
+
+def key_for(path: str, label: str, key_prefix: Optional[str]) -> str:
+    """The ingest_sources identity of a file: its real path, or the upload's name."""
+    return f"{key_prefix}{label}" if key_prefix else os.path.realpath(path)
+
+
+def join_label(label: str, name: str) -> str:
+    return f"{label.rstrip('/')}/{name}" if label else name
+
+

@@ -1,0 +1,440 @@
+"""Applying validated records to the store, one transaction per batch.
+
+Every record type is written by natural key (run, step index, criterion id, event
+digest), so applying the same record twice changes nothing, and records of one run
+may arrive in any order and from several files. After each batch the derived fields
+of the runs it touched are recomputed (app.derive), inside the same transaction, so
+a reader never sees a half-applied batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from typing import Any, Iterable, Optional
+
+import orjson
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from .. import derive
+from ..models import CriterionRow, CriticOutputRow, EarlyStopRow, EventRow, Run, RunTag, Step
+
+RUNS = Run.__table__
+STEPS = Step.__table__
+CRITICS = CriticOutputRow.__table__
+EVENTS = EventRow.__table__
+CRITERIA = CriterionRow.__table__
+EARLY = EarlyStopRow.__table__
+TAGS = RunTag.__table__
+
+#: Old stop-reason spellings and what they mean today (the original stays visible).
+LEGACY_STOP_REASONS = {"final_result": "final"}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_ts(value: Any) -> Optional[datetime]:
+    """An RFC 3339 string as an aware datetime, or None when it is not one."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        return dt.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        return None
+
+
+def clean_text(value: Any, limit: Optional[int] = None) -> Optional[str]:
+    """A trace string made safe to store: NUL removed (PostgreSQL rejects it), length capped."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if not isinstance(value, (int, float, bool)) else str(value)
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    if limit is not None and len(value) > limit:
+        value = value[:limit]
+    return value
+
+
+def _num(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> Optional[int]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    if abs(value) > 2**62:
+        return None
+    return value
+
+
+def _json_safe(value: Any) -> Any:
+    """A JSON value with NUL characters in strings and keys replaced (PostgreSQL json rejects them)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {(_json_safe(k) if isinstance(k, str) else k): _json_safe(v) for k, v in value.items()}
+    return value
+
+
+def _raw_text(raw: Optional[bytes], record: dict[str, Any]) -> str:
+    if raw is not None:
+        text = raw.decode("utf-8", errors="replace")
+    else:
+        text = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+    return text.replace("\x00", "\\u0000") if "\x00" in text else text
+
+
+def _canonical(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def effective_action(action: Any) -> str:
+    """A critic action as the engine treats it: stop, retry, or else continue."""
+    return action if action in ("stop", "retry") else "continue"
+
+
+_ACTION_RANK = {"continue": 0, "retry": 1, "stop": 2}
+
+
+class Applier:
+    """Writes batches of records. One per writer; caches run keys between batches."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self._run_pks: dict[str, int] = {}
+
+    # -- helpers -----------------------------------------------------------------------
+    def _insert(self, table):
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table)
+        if self.dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table)
+        return insert(table)
+
+    def forget(self, run_id: Optional[str] = None) -> None:
+        """Drop cached run keys (after a delete or a rollback)."""
+        if run_id is None:
+            self._run_pks.clear()
+        else:
+            self._run_pks.pop(run_id, None)
+
+    def _ensure_runs(self, conn: Connection, run_ids: Iterable[str], created: set[str]) -> None:
+        missing = [r for r in set(run_ids) if r not in self._run_pks]
+        if not missing:
+            return
+        for i in range(0, len(missing), 500):
+            chunk = missing[i : i + 500]
+            for pk, rid in conn.execute(select(RUNS.c.id, RUNS.c.run_id).where(RUNS.c.run_id.in_(chunk))):
+                self._run_pks[rid] = pk
+        new = [r for r in missing if r not in self._run_pks]
+        if new:
+            now = utcnow()
+            conn.execute(
+                insert(RUNS),
+                [
+                    {"run_id": r, "task_id": r, "replicate": 0, "source_format": "qita", "state": "running",
+                     "early_stop_enabled": False, "has_start": False, "has_end": False, "closed": False,
+                     "early_stopped": False, "steps": 0, "retries": 0, "last_seen_at": now, "updated_at": now}
+                    for r in new
+                ],
+            )
+            for pk, rid in conn.execute(select(RUNS.c.id, RUNS.c.run_id).where(RUNS.c.run_id.in_(new))):
+                self._run_pks[rid] = pk
+            created.update(new)
+
+    # -- the batch -----------------------------------------------------------------------
+    def apply(self, conn: Connection, items: list[tuple[dict[str, Any], Optional[bytes], str, int]], *,
+              source_format: str = "qita", closed: bool = False) -> tuple[set[str], set[str], list[tuple[str, int, str]]]:
+        """Apply `(record, raw line, file label, line number)` items in `conn`'s transaction.
+
+        Returns (touched run ids, created run ids, warnings as (file, line, message)).
+        """
+        created: set[str] = set()
+        warnings: list[tuple[str, int, str]] = []
+        self._ensure_runs(conn, (rec["run_id"] for rec, *_ in items), created)
+        now = utcnow()
+        touched: dict[int, str] = {}
+        last_seen: dict[int, datetime] = {}
+
+        steps: dict[tuple[int, int], dict[str, Any]] = {}
+        critic_rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        events: list[dict[str, Any]] = []
+        criteria: dict[tuple[int, str], dict[str, Any]] = {}
+        early: dict[int, dict[str, Any]] = {}
+        starts: list[tuple[int, dict[str, Any], str, int]] = []
+        ends: list[tuple[int, dict[str, Any], str, int]] = []
+
+        for rec, raw, label, line in items:
+            pk = self._run_pks[rec["run_id"]]
+            touched[pk] = rec["run_id"]
+            ts = parse_ts(rec.get("ts"))
+            seen = min(ts, now) if ts else now
+            if pk not in last_seen or seen > last_seen[pk]:
+                last_seen[pk] = seen
+            rtype = rec["type"]
+            if rtype == "step":
+                step = rec["step"]
+                tokens = rec.get("tokens") or {}
+                outs = rec.get("critic_outputs") or []
+                actions = [effective_action(o.get("action")) for o in outs]
+                scores = [_num(o.get("score")) for o in outs]
+                scores = [s for s in scores if s is not None]
+                steps[(pk, step)] = {
+                    "run_pk": pk,
+                    "step": step,
+                    "ts": clean_text(rec.get("ts"), 100),
+                    "duration_s": _num(rec.get("duration_s")),
+                    "tokens_input": _int(tokens.get("input")),
+                    "tokens_output": _int(tokens.get("output")),
+                    "tokens_total": _int(tokens.get("total")),
+                    "cost_usd": _num(rec.get("cost_usd")),
+                    "retry": bool(rec.get("retry")),
+                    "critic_action": max(actions, key=_ACTION_RANK.__getitem__) if actions else None,
+                    "critic_score": (sum(scores) / len(scores)) if scores else None,
+                    "record": _raw_text(raw, rec),
+                }
+                critic_rows[(pk, step)] = [
+                    {
+                        "run_pk": pk,
+                        "step": step,
+                        "idx": i,
+                        "critic": clean_text(o.get("critic")),
+                        "action": clean_text(o.get("action")),
+                        "effective_action": effective_action(o.get("action")),
+                        "reason": clean_text(o.get("reason")),
+                        "score": _num(o.get("score")),
+                        "details": _json_safe(o.get("details")),
+                    }
+                    for i, o in enumerate(outs)
+                ]
+            elif rtype == "criterion":
+                cid = rec["id"]
+                criteria[(pk, cid)] = {
+                    "run_pk": pk,
+                    "criterion_id": clean_text(cid, 400),
+                    "has_result": True,
+                    "score": _num(rec.get("score")),
+                    "passed": rec.get("passed") if isinstance(rec.get("passed"), bool) else None,
+                    "live_verdict": rec.get("live_verdict"),
+                    "decided_at_step": _int(rec.get("decided_at_step")),
+                    "details": _json_safe(rec.get("details")),
+                    "result": _json_safe(rec),
+                }
+            elif rtype == "early_stop":
+                armed = rec.get("armed_criteria") or []
+                early[pk] = {
+                    "run_pk": pk,
+                    "reason": clean_text(rec.get("reason")),
+                    "deciding_criterion": clean_text(rec.get("deciding_criterion")),
+                    "armed_criteria": _json_safe(armed),
+                    "step": _int(rec.get("step")),
+                    "tool_call_index": _int(rec.get("tool_call_index")),
+                    "elapsed_s": _num(rec.get("elapsed_s")),
+                    "turns_remaining": _int(rec.get("turns_remaining")),
+                    "record": _json_safe(rec),
+                }
+            elif rtype == "run_start":
+                starts.append((pk, rec, label, line))
+            elif rtype == "run_end":
+                ends.append((pk, rec, label, line))
+            else:
+                # `event` and every unknown type: kept as written, keyed by content.
+                text = _raw_text(raw, rec)
+                step = rec.get("step")
+                events.append({
+                    "run_pk": pk,
+                    "step": _int(step),
+                    "phase": clean_text(rec.get("phase") if rtype == "event" else f"[{rtype}]", 200),
+                    "ok": rec.get("ok") if isinstance(rec.get("ok"), bool) else None,
+                    "ts": clean_text(rec.get("ts"), 100),
+                    "digest": hashlib.sha1(_canonical(rec)).hexdigest(),
+                    "record": text,
+                })
+
+        for pk, rec, label, line in starts:
+            warn = self._apply_start(conn, pk, rec, source_format)
+            if warn:
+                warnings.append((label, line, warn))
+        for pk, rec, label, line in ends:
+            warn = self._apply_end(conn, pk, rec)
+            if warn:
+                warnings.append((label, line, warn))
+
+        if steps:
+            keys = list(steps)
+            # Replace steps written again (a re-read file): their critic outputs go with them.
+            for pk in {k[0] for k in keys}:
+                idxs = [k[1] for k in keys if k[0] == pk]
+                for i in range(0, len(idxs), 500):
+                    conn.execute(delete(CRITICS).where(CRITICS.c.run_pk == pk, CRITICS.c.step.in_(idxs[i:i + 500])))
+            ins = self._insert(STEPS)
+            if hasattr(ins, "on_conflict_do_update"):
+                cols = [c for c in next(iter(steps.values())) if c not in ("run_pk", "step")]
+                ins = ins.on_conflict_do_update(index_elements=["run_pk", "step"],
+                                                set_={c: getattr(ins.excluded, c) for c in cols})
+            conn.execute(ins, list(steps.values()))
+            rows = [r for outs in critic_rows.values() for r in outs]
+            if rows:
+                conn.execute(insert(CRITICS), rows)
+        if events:
+            ins = self._insert(EVENTS)
+            if hasattr(ins, "on_conflict_do_nothing"):
+                ins = ins.on_conflict_do_nothing(index_elements=["run_pk", "digest"])
+            conn.execute(ins, events)
+        for row in criteria.values():
+            self._upsert_result(conn, row)
+        for row in early.values():
+            ins = self._insert(EARLY)
+            cols = [c for c in row if c != "run_pk"]
+            if hasattr(ins, "on_conflict_do_update"):
+                ins = ins.on_conflict_do_update(index_elements=["run_pk"], set_={c: getattr(ins.excluded, c) for c in cols})
+            conn.execute(ins, row)
+
+        for pk, seen in last_seen.items():
+            conn.execute(
+                update(RUNS).where(RUNS.c.id == pk)
+                .where((RUNS.c.last_seen_at.is_(None)) | (RUNS.c.last_seen_at < seen))
+                .values(last_seen_at=seen)
+            )
+            if closed:
+                conn.execute(update(RUNS).where(RUNS.c.id == pk).values(closed=True))
+        return set(touched.values()), created, warnings
+
+    def _upsert_result(self, conn: Connection, row: dict[str, Any]) -> None:
+        existing = conn.execute(
+            select(CRITERIA.c.id).where(CRITERIA.c.run_pk == row["run_pk"], CRITERIA.c.criterion_id == row["criterion_id"])
+        ).first()
+        if existing:
+            conn.execute(update(CRITERIA).where(CRITERIA.c.id == existing[0]).values(
+                **{k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")}))
+        else:
+            pos = conn.execute(select(CRITERIA.c.position).where(CRITERIA.c.run_pk == row["run_pk"])
+                               .order_by(CRITERIA.c.position.desc()).limit(1)).scalar()
+            conn.execute(insert(CRITERIA), {**row, "position": (pos or 0) + 1000, "gating": True,
+                                            "pass_threshold": 0.9, "has_spec": False})
+
+    def _apply_start(self, conn: Connection, pk: int, rec: dict[str, Any], source_format: str) -> Optional[str]:
+        row = conn.execute(select(RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id == pk)).first()
+        if row and row.has_start:
+            if row.start_record is not None and _canonical(row.start_record) != _canonical(_json_safe(rec)):
+                return ("second run_start for this run with different content: ignored, "
+                        "the first one received is kept")
+            return None
+        budget = rec.get("budget") or {}
+        early = rec.get("early_stop") or {}
+        enabled = bool(early.get("enabled"))
+        tags = [clean_text(t, 400) for t in (rec.get("tags") or []) if isinstance(t, str)]
+        schema = rec.get("schema")
+        conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+            task_id=clean_text(rec.get("task_id") or rec["run_id"], 400),
+            experiment=clean_text(rec.get("experiment"), 400),
+            variant=clean_text(rec.get("variant"), 400),
+            replicate=_int(rec.get("replicate")) or 0,
+            objective=clean_text(rec.get("objective")),
+            agent=clean_text(rec.get("agent"), 400),
+            model=clean_text(rec.get("model"), 400),
+            schema_version=clean_text(schema, 100) if schema is not None else None,
+            source_format=source_format,
+            started_ts=clean_text(rec.get("ts"), 100),
+            started_at=parse_ts(rec.get("ts")),
+            budget_max_steps=_int(budget.get("max_steps")),
+            budget_max_runtime_s=_num(budget.get("max_runtime_seconds")),
+            budget_max_tokens=_int(budget.get("max_tokens")),
+            critics=_json_safe(rec.get("critics") or []),
+            stop_criteria=_json_safe(rec.get("stop_criteria") or []),
+            early_stop_enabled=enabled,
+            tags=tags,
+            meta=_json_safe(rec.get("metadata") or {}),
+            start_record=_json_safe(rec),
+            has_start=True,
+        ))
+        if tags:
+            ins = self._insert(TAGS)
+            if hasattr(ins, "on_conflict_do_nothing"):
+                ins = ins.on_conflict_do_nothing()
+            conn.execute(ins, [{"run_pk": pk, "tag": t} for t in dict.fromkeys(tags)])
+        for pos, spec in enumerate(rec.get("criteria") or []):
+            stop_when = spec.get("stop_when")
+            values = {
+                "position": pos,
+                "type": clean_text(spec.get("type")),
+                "description": clean_text(spec.get("description")),
+                "stop_when": stop_when,
+                "gating": spec.get("gating", True) is not False,
+                "pass_threshold": _num(spec.get("pass_threshold")) if _num(spec.get("pass_threshold")) is not None else 0.9,
+                "has_spec": True,
+                "spec": _json_safe(spec),
+            }
+            cid = clean_text(spec["id"], 400)
+            existing = conn.execute(select(CRITERIA.c.id).where(CRITERIA.c.run_pk == pk, CRITERIA.c.criterion_id == cid)).first()
+            if existing:
+                conn.execute(update(CRITERIA).where(CRITERIA.c.id == existing[0]).values(**values))
+            else:
+                conn.execute(insert(CRITERIA), {"run_pk": pk, "criterion_id": cid, "has_result": False, **values})
+        return None
+
+    def _apply_end(self, conn: Connection, pk: int, rec: dict[str, Any]) -> Optional[str]:
+        row = conn.execute(select(RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id == pk)).first()
+        warn = None
+        if row and row.has_end and row.end_record is not None:
+            if _canonical(row.end_record) == _canonical(_json_safe(rec)):
+                return None
+            warn = "second run_end for this run with different content: the later one is used"
+        raw_reason = rec.get("stop_reason")
+        reason = LEGACY_STOP_REASONS.get(raw_reason, raw_reason) if isinstance(raw_reason, str) else None
+        conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+            has_end=True,
+            end_record=_json_safe(rec),
+            ended_ts=clean_text(rec.get("ts"), 100),
+            ended_at=parse_ts(rec.get("ts")),
+            status=clean_text(rec.get("status"), 40),
+            stop_reason=clean_text(reason, 200),
+            stop_reason_raw=clean_text(raw_reason, 200),
+            stop_detail=clean_text(rec.get("stop_detail")),
+            final_result=clean_text(rec.get("final_result")),
+            verdict_recorded=rec.get("verdict"),
+            failure_report=_json_safe(rec.get("failure_report")),
+        ))
+        return warn
+
+    # -- derived fields -------------------------------------------------------------------
+    def recompute(self, conn: Connection, run_ids: Iterable[str], *, abandon_after_s: float) -> None:
+        """Recompute verdict, state and totals of the given runs (see app.derive)."""
+        now = utcnow()
+        for rid in run_ids:
+            pk = self._run_pks.get(rid)
+            if pk is None:
+                continue
+            derive.recompute_run(conn, pk, now=now, abandon_after_s=abandon_after_s)
+
+    def add_warnings(self, conn: Connection, run_id: str, messages: list[str]) -> None:
+        """Append warnings to a run (shown on its page), without duplicates."""
+        pk = self._run_pks.get(run_id)
+        if pk is None or not messages:
+            return
+        current = conn.execute(select(RUNS.c.warnings).where(RUNS.c.id == pk)).scalar() or []
+        merged = list(dict.fromkeys([*current, *messages]))[:50]
+        if merged != current:
+            conn.execute(update(RUNS).where(RUNS.c.id == pk).values(warnings=merged))

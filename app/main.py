@@ -1,0 +1,140 @@
+"""The FastAPI application: `create_app(settings)` wires store, writer, routes and guards.
+
+Nothing touches a database at import time; each app opens (and upgrades) its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import asynccontextmanager
+from typing import Optional
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import urls  # noqa: F401  (registers the runid convertor before routes are built)
+from .db import open_database
+from .errors import QitaError
+from .jobs import Writer
+from .paths import STATIC
+from .render import JSONResponse, is_htmx, make_templates, wants_json
+from .security import SecurityMiddleware
+from .settings import Settings
+from .urls import RawPathMiddleware
+from .watch import Watcher
+
+log = logging.getLogger("qita")
+
+
+def _error_response(request: Request, exc: QitaError):
+    if wants_json(request):
+        return JSONResponse({"error": exc.message, "status": exc.status}, status_code=exc.status)
+    templates = request.app.state.templates
+    name = "_error.html" if is_htmx(request) else "error.html"
+    ctx = {"request": request, "error": exc, "settings": request.app.state.settings}
+    response = templates.TemplateResponse(request, name, ctx, status_code=exc.status)
+    if is_htmx(request):
+        # Show the error where the user is looking, not inside the swapped element.
+        response.headers["HX-Retarget"] = "#flash"
+        response.headers["HX-Reswap"] = "innerHTML"
+    return response
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body"))
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}" if loc else str(err.get("msg", "invalid")))
+    return "invalid request: " + "; ".join(parts)
+
+
+class _Sweeper:
+    """Queues a sweep now and then, so silent runs turn abandoned while the board is open."""
+
+    def __init__(self, writer: Writer, interval: float):
+        self.writer = writer
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="qita-sweep", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.writer.submit("sweep", lambda job, ingestor: ingestor.sweep())
+
+
+def create_app(settings: Optional[Settings] = None) -> FastAPI:
+    """Build the board for `settings` (from the environment when not given)."""
+    settings = settings or Settings()
+    engine = open_database(settings)
+    writer = Writer(engine, settings)
+    watcher = Watcher(writer, list(settings.watch))
+    sweeper = _Sweeper(writer, interval=max(1.0, min(30.0, settings.abandon_after_s / 4)))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        writer.start()
+        watcher.start()
+        sweeper.start()
+        try:
+            yield
+        finally:
+            sweeper.stop()
+            watcher.stop()
+            writer.stop()
+            engine.dispose()
+
+    app = FastAPI(
+        title="qita board",
+        summary="A trace viewer for AI-agent runs: runs, steps, critic outputs, stop reasons, early stop, "
+                "smoke-vs-e2e comparison.",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url="/api/docs",
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.writer = writer
+    app.state.templates = make_templates()
+
+    @app.exception_handler(QitaError)
+    async def qita_error(request: Request, exc: QitaError):
+        return _error_response(request, exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        message = exc.detail if isinstance(exc.detail, str) else "error"
+        if exc.status_code == 404 and message == "Not Found":
+            message = "no such page"
+        return _error_response(request, QitaError(message, status=exc.status_code))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        return _error_response(request, QitaError(_validation_message(exc), status=400))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception):
+        log.exception("unhandled error on %s", request.url.path)
+        return _error_response(request, QitaError("internal error: the board could not answer this request",
+                                                  status=500))
+
+    from .routes import ROUTERS
+
+    for router in ROUTERS:
+        app.include_router(router)
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    app.add_middleware(SecurityMiddleware, settings=settings)
+    app.add_middleware(RawPathMiddleware)
+    return app
+

@@ -1,0 +1,227 @@
+"""SQLModel tables of the store, and the public shapes the API returns.
+
+One row per run, step, critic output, event, criterion and early-stop record, plus one
+row per ingested source file (for idempotent, incremental ingest). Raw records are
+kept as JSON so nothing a trace wrote is lost; the columns beside them are what the
+list filters, sorts and aggregates need.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Optional
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def _json(nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=Column(JSON, nullable=nullable))
+
+
+def _text() -> Any:
+    return Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class RunBase(SQLModel):
+    """Fields of a run that the API shows as they are stored."""
+
+    run_id: str = Field(max_length=200, unique=True, index=True)
+    task_id: Optional[str] = Field(default=None, max_length=400, index=True)
+    experiment: Optional[str] = Field(default=None, max_length=400, index=True)
+    variant: Optional[str] = Field(default=None, max_length=400, index=True)
+    replicate: int = 0
+    objective: Optional[str] = _text()
+    agent: Optional[str] = Field(default=None, max_length=400)
+    model: Optional[str] = Field(default=None, max_length=400, index=True)
+    schema_version: Optional[str] = Field(default=None, max_length=100)
+    source_format: str = Field(default="qita", max_length=20)
+    started_at: Optional[datetime] = Field(default=None, index=True)
+    ended_at: Optional[datetime] = None
+    started_ts: Optional[str] = Field(default=None, max_length=100)
+    ended_ts: Optional[str] = Field(default=None, max_length=100)
+    last_seen_at: Optional[datetime] = None
+    budget_max_steps: Optional[int] = None
+    budget_max_runtime_s: Optional[float] = None
+    budget_max_tokens: Optional[int] = Field(default=None, sa_type=BigInteger)
+    early_stop_enabled: bool = False
+    has_start: bool = False
+    has_end: bool = False
+    closed: bool = False
+    status: Optional[str] = Field(default=None, max_length=40)
+    stop_reason: Optional[str] = Field(default=None, max_length=200, index=True)
+    stop_reason_raw: Optional[str] = Field(default=None, max_length=200)
+    stop_detail: Optional[str] = _text()
+    final_result: Optional[str] = _text()
+    verdict: Optional[str] = Field(default=None, max_length=20, index=True)
+    verdict_recorded: Optional[str] = Field(default=None, max_length=20)
+    gated_on: Optional[str] = Field(default=None, max_length=20)
+    state: str = Field(default="running", max_length=20, index=True)
+    early_stopped: bool = Field(default=False, index=True)
+    steps: int = 0
+    retries: int = 0
+    tokens_input: Optional[int] = Field(default=None, sa_type=BigInteger)
+    tokens_output: Optional[int] = Field(default=None, sa_type=BigInteger)
+    tokens_total: Optional[int] = Field(default=None, sa_type=BigInteger, index=True)
+    cost_usd: Optional[float] = None
+    elapsed_s: Optional[float] = Field(default=None, index=True)
+
+
+class Run(RunBase, table=True):
+    """A run: its `run_start`, its `run_end`, and the fields derived from all its records."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_experiment_variant", "experiment", "variant"),
+        Index("ix_runs_steps", "steps"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    critics: Optional[Any] = _json()
+    stop_criteria: Optional[Any] = _json()
+    tags: Optional[Any] = _json()
+    meta: Optional[Any] = _json()
+    start_record: Optional[Any] = _json()
+    end_record: Optional[Any] = _json()
+    failure_report: Optional[Any] = _json()
+    warnings: Optional[Any] = _json()
+    updated_at: Optional[datetime] = None
+
+
+class RunPublic(RunBase):
+    """A run as the API returns it."""
+
+    critics: Optional[Any] = None
+    stop_criteria: Optional[Any] = None
+    tags: Optional[Any] = None
+    meta: Optional[Any] = None
+    failure_report: Optional[Any] = None
+    warnings: Optional[Any] = None
+
+
+class RunTag(SQLModel, table=True):
+    """One tag of one run, so the tag filter uses an index."""
+
+    __tablename__ = "run_tags"
+
+    run_pk: int = Field(foreign_key="runs.id", primary_key=True, ondelete="CASCADE")
+    tag: str = Field(max_length=400, primary_key=True, index=True)
+
+
+class Step(SQLModel, table=True):
+    """One executed step; `record` is the step line as written (the raw-JSON view)."""
+
+    __tablename__ = "steps"
+    __table_args__ = (UniqueConstraint("run_pk", "step", name="uq_steps_run_step"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    step: int
+    ts: Optional[str] = Field(default=None, max_length=100)
+    duration_s: Optional[float] = None
+    tokens_input: Optional[int] = Field(default=None, sa_type=BigInteger)
+    tokens_output: Optional[int] = Field(default=None, sa_type=BigInteger)
+    tokens_total: Optional[int] = Field(default=None, sa_type=BigInteger)
+    cost_usd: Optional[float] = None
+    retry: bool = False
+    critic_action: Optional[str] = Field(default=None, max_length=20)
+    critic_score: Optional[float] = None
+    record: Optional[str] = _text()
+
+
+class CriticOutputRow(SQLModel, table=True):
+    """One critic's output on one step, in the order the critics ran."""
+
+    __tablename__ = "critic_outputs"
+    __table_args__ = (UniqueConstraint("run_pk", "step", "idx", name="uq_critic_outputs_run_step_idx"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    step: int
+    idx: int
+    critic: Optional[str] = _text()
+    action: Optional[str] = _text()
+    effective_action: str = Field(default="continue", max_length=20)
+    reason: Optional[str] = _text()
+    score: Optional[float] = None
+    details: Optional[Any] = _json()
+
+
+class EventRow(SQLModel, table=True):
+    """One phase event; `digest` identifies its line so re-ingest adds nothing."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("run_pk", "digest", name="uq_events_run_digest"),
+        Index("ix_events_run_step", "run_pk", "step"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    step: Optional[int] = None
+    phase: Optional[str] = _text()
+    ok: Optional[bool] = None
+    ts: Optional[str] = Field(default=None, max_length=100)
+    digest: str = Field(max_length=64)
+    record: Optional[str] = _text()
+
+
+class CriterionRow(SQLModel, table=True):
+    """A success criterion: its spec from `run_start` and its graded result."""
+
+    __tablename__ = "criteria"
+    __table_args__ = (UniqueConstraint("run_pk", "criterion_id", name="uq_criteria_run_criterion"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    criterion_id: str = Field(max_length=400)
+    position: int = 0
+    type: Optional[str] = _text()
+    description: Optional[str] = _text()
+    stop_when: Optional[str] = Field(default=None, max_length=20)
+    gating: bool = True
+    pass_threshold: float = 0.9
+    has_spec: bool = False
+    has_result: bool = False
+    score: Optional[float] = None
+    passed: Optional[bool] = None
+    live_verdict: Optional[str] = Field(default=None, max_length=20)
+    decided_at_step: Optional[int] = None
+    details: Optional[Any] = _json()
+    spec: Optional[Any] = _json()
+    result: Optional[Any] = _json()
+
+
+class EarlyStopRow(SQLModel, table=True):
+    """The early-stop record of a run (at most one)."""
+
+    __tablename__ = "early_stops"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", unique=True, ondelete="CASCADE")
+    reason: Optional[str] = _text()
+    deciding_criterion: Optional[str] = _text()
+    armed_criteria: Optional[Any] = _json()
+    step: Optional[int] = None
+    tool_call_index: Optional[int] = None
+    elapsed_s: Optional[float] = None
+    turns_remaining: Optional[int] = None
+    record: Optional[Any] = _json()
+
+
+class IngestSource(SQLModel, table=True):
+    """A file the board has read, and how far: the basis of idempotent, incremental ingest."""
+
+    __tablename__ = "ingest_sources"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    path: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    kind: str = Field(default="jsonl", max_length=40)
+    size: int = Field(default=0, sa_type=BigInteger)
+    mtime: Optional[float] = None
+    content_hash: Optional[str] = Field(default=None, max_length=64)
+    head_hash: Optional[str] = Field(default=None, max_length=64)
+    tail_hash: Optional[str] = Field(default=None, max_length=64)
+    offset: int = Field(default=0, sa_type=BigInteger)
+    lines: int = Field(default=0, sa_type=BigInteger)
+    updated_at: Optional[datetime] = None

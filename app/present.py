@@ -1,0 +1,139 @@
+"""Presentation helpers shared by templates, exports and the JSON twins.
+
+Everything here turns stored values into text; Jinja autoescaping then makes that
+text inert. Nothing here ever marks trace data as safe HTML.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any, Optional
+
+import orjson
+
+from qita.format import STOP_REASONS
+
+#: One label per stop reason (badges carry text, not only color).
+STOP_REASON_LABELS = {
+    "success": "success",
+    "final": "final answer",
+    "budget_steps": "step budget",
+    "budget_time": "time budget",
+    "budget_tokens": "token budget",
+    "critic_stop": "critic stop",
+    "stagnation": "stagnation",
+    "agent_condition": "agent condition",
+    "env_terminal": "env terminal",
+    "task_validation_failed": "task validation failed",
+    "env_capability_mismatch": "env capability mismatch",
+    "unrecoverable_error": "unrecoverable error",
+    "early_stop": "early stop",
+}
+assert set(STOP_REASON_LABELS) == set(STOP_REASONS)
+
+EARLY_STOP_REASON_LABELS = {
+    "criterion_passed": "armed criterion passed",
+    "criterion_failed": "armed criterion failed",
+    "decision_budget_exceeded": "decision budget exceeded",
+}
+
+
+def stop_reason_info(value: Optional[str]) -> dict[str, Any]:
+    """How to show a stop reason: label, css key, and whether it is unknown."""
+    if value is None:
+        return {"value": None, "label": "no stop reason", "key": "none", "known": True}
+    if value in STOP_REASON_LABELS:
+        return {"value": value, "label": STOP_REASON_LABELS[value], "key": value, "known": True}
+    return {"value": value, "label": value, "key": "unknown", "known": False}
+
+
+def fmt_int(value: Any) -> str:
+    if value is None:
+        return "—"
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def fmt_num(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(v) or math.isinf(v):
+        return str(v)
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    return f"{v:,.{digits}f}"
+
+
+def fmt_duration(seconds: Any) -> str:
+    if seconds is None:
+        return "—"
+    try:
+        s = float(seconds)
+    except (TypeError, ValueError):
+        return str(seconds)
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60)} s"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
+
+
+def fmt_pct(value: Any) -> str:
+    if value is None:
+        return "—"
+    return f"{float(value) * 100:.0f}%"
+
+
+def fmt_usd(value: Any) -> str:
+    if value is None:
+        return "—"
+    v = float(value)
+    return f"${v:,.4f}" if v < 1 else f"${v:,.2f}"
+
+
+def fmt_dt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+def to_json_text(value: Any, *, indent: bool = True) -> str:
+    """Pretty JSON text for a raw view (escaped by the template like any text)."""
+    if isinstance(value, str):
+        return value
+    try:
+        option = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS if indent else orjson.OPT_NON_STR_KEYS
+        return orjson.dumps(value, option=option, default=str).decode()
+    except TypeError:
+        return repr(value)
+
+
+def gauge(used: Any, limit: Any) -> Optional[dict[str, Any]]:
+    """A budget gauge: how much of a limit was used (None when there is no limit)."""
+    if limit in (None, 0) or used is None:
+        return None
+    try:
+        frac = float(used) / float(limit)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    level = "over" if frac > 1 else "high" if frac >= 0.8 else "ok"
+    return {"used": used, "limit": limit, "fraction": frac, "pct": min(100, round(frac * 100)), "level": level}
+
+
+def truncate(text: Any, limit: int = 2000) -> tuple[str, bool]:
+    """(the first `limit` characters, whether more was cut)."""
+    s = text if isinstance(text, str) else to_json_text(text)
+    if len(s) <= limit:
+        return s, False
+    return s[:limit], True

@@ -1,0 +1,309 @@
+"""Read queries, as keyword-only functions: the only place pages and the API get data from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import orjson
+from sqlalchemy import and_, case, exists, func, or_, select
+from sqlmodel import Session
+
+from .models import CriterionRow, CriticOutputRow, EarlyStopRow, EventRow, Run, RunTag, Step
+
+RUNS = Run.__table__
+STEPS = Step.__table__
+CRITICS = CriticOutputRow.__table__
+EVENTS = EventRow.__table__
+CRITERIA = CriterionRow.__table__
+EARLY = EarlyStopRow.__table__
+TAGS = RunTag.__table__
+
+SORTS = {
+    "started": RUNS.c.started_at,
+    "steps": RUNS.c.steps,
+    "tokens": RUNS.c.tokens_total,
+    "duration": RUNS.c.elapsed_s,
+    "run_id": RUNS.c.run_id,
+}
+LIST_COLUMNS = [
+    RUNS.c.run_id, RUNS.c.task_id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.replicate, RUNS.c.objective,
+    RUNS.c.agent, RUNS.c.model, RUNS.c.started_at, RUNS.c.started_ts, RUNS.c.state, RUNS.c.status,
+    RUNS.c.stop_reason, RUNS.c.stop_reason_raw, RUNS.c.verdict, RUNS.c.gated_on, RUNS.c.early_stopped,
+    RUNS.c.steps, RUNS.c.retries, RUNS.c.tokens_total, RUNS.c.cost_usd, RUNS.c.elapsed_s, RUNS.c.tags,
+    RUNS.c.source_format, RUNS.c.budget_max_steps, RUNS.c.budget_max_tokens, RUNS.c.budget_max_runtime_s,
+]
+
+
+@dataclass
+class RunFilters:
+    """The runs-list query: search, filters, sort and page, all carried in the URL."""
+
+    q: Optional[str] = None
+    experiment: Optional[str] = None
+    variant: Optional[str] = None
+    state: Optional[str] = None
+    stop_reason: Optional[str] = None
+    verdict: Optional[str] = None
+    early_stopped: Optional[bool] = None
+    model: Optional[str] = None
+    tag: Optional[str] = None
+    task_id: Optional[str] = None
+    sort: str = "started"
+    order: str = "desc"
+    offset: int = 0
+    limit: int = 50
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_params(self, **changes: Any) -> dict[str, Any]:
+        """The non-default parameters, as a query string dict (for links that keep the view)."""
+        data = {k: getattr(self, k) for k in ("q", "experiment", "variant", "state", "stop_reason", "verdict",
+                                              "early_stopped", "model", "tag", "task_id", "sort", "order", "offset", "limit")}
+        data.update(changes)
+        defaults = {"sort": "started", "order": "desc", "offset": 0, "limit": 50}
+        out = {}
+        for k, v in data.items():
+            if v is None or v == "" or defaults.get(k, object()) == v:
+                continue
+            out[k] = ("true" if v else "false") if isinstance(v, bool) else v
+        return out
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _where(f: RunFilters) -> list[Any]:
+    conds: list[Any] = []
+    if f.q:
+        pattern = f"%{_escape_like(f.q)}%"
+        conds.append(or_(*[col.ilike(pattern, escape="\\") for col in
+                           (RUNS.c.run_id, RUNS.c.task_id, RUNS.c.objective, RUNS.c.final_result, RUNS.c.stop_detail)]))
+    for name in ("experiment", "variant", "state", "model", "task_id"):
+        value = getattr(f, name)
+        if value:
+            conds.append(getattr(RUNS.c, name) == value)
+    if f.stop_reason:
+        conds.append(RUNS.c.stop_reason == f.stop_reason)
+    if f.verdict:
+        if f.verdict == "none":
+            conds.append(RUNS.c.verdict.is_(None))
+        else:
+            conds.append(RUNS.c.verdict == f.verdict)
+    if f.early_stopped is not None:
+        conds.append(RUNS.c.early_stopped.is_(bool(f.early_stopped)))
+    if f.tag:
+        conds.append(exists().where(and_(TAGS.c.run_pk == RUNS.c.id, TAGS.c.tag == f.tag)))
+    return conds
+
+
+def list_runs(session: Session, *, filters: RunFilters) -> tuple[list[dict[str, Any]], int]:
+    """One page of runs matching `filters`, and how many match in all."""
+    conds = _where(filters)
+    count = session.execute(select(func.count()).select_from(RUNS).where(*conds)).scalar_one()
+    col = SORTS.get(filters.sort, RUNS.c.started_at)
+    primary = col.desc() if filters.order == "desc" else col.asc()
+    tie = RUNS.c.id.desc() if filters.order == "desc" else RUNS.c.id.asc()
+    nulls = case((col.is_(None), 1), else_=0)
+    stmt = (select(*LIST_COLUMNS).where(*conds).order_by(nulls, primary, tie)
+            .offset(max(0, filters.offset)).limit(max(1, min(filters.limit, 500))))
+    rows = [dict(r) for r in session.execute(stmt).mappings()]
+    return rows, count
+
+
+def _median(session: Session, col, conds: list[Any]) -> Optional[float]:
+    n = session.execute(select(func.count(col)).where(*conds, col.is_not(None))).scalar_one()
+    if not n:
+        return None
+    base = select(col).where(*conds, col.is_not(None)).order_by(col)
+    if n % 2:
+        return float(session.execute(base.offset(n // 2).limit(1)).scalar_one())
+    pair = [float(v) for v in session.execute(base.offset(n // 2 - 1).limit(2)).scalars()]
+    return sum(pair) / 2
+
+
+def run_stats(session: Session, *, filters: RunFilters) -> dict[str, Any]:
+    """Figures for the filtered set: counts, pass rate over graded runs, medians, top failures."""
+    conds = _where(filters)
+    row = session.execute(select(
+        func.count(),
+        func.sum(case((RUNS.c.verdict == "pass", 1), else_=0)),
+        func.sum(case((RUNS.c.verdict == "fail", 1), else_=0)),
+        func.sum(case((RUNS.c.early_stopped.is_(True), 1), else_=0)),
+        func.sum(case((RUNS.c.state == "running", 1), else_=0)),
+    ).select_from(RUNS).where(*conds)).first()
+    total, passed, failed, early, running = (int(v or 0) for v in row)
+    graded = passed + failed
+    reasons = session.execute(
+        select(RUNS.c.stop_reason, func.count()).where(*conds).group_by(RUNS.c.stop_reason)
+        .order_by(func.count().desc()).limit(20)
+    ).all()
+    failures = session.execute(
+        select(func.coalesce(RUNS.c.stop_detail, RUNS.c.stop_reason), func.count())
+        .where(*conds, RUNS.c.verdict == "fail")
+        .group_by(func.coalesce(RUNS.c.stop_detail, RUNS.c.stop_reason))
+        .order_by(func.count().desc()).limit(5)
+    ).all()
+    return {
+        "runs": total,
+        "passed": passed,
+        "failed": failed,
+        "graded": graded,
+        "pass_rate": (passed / graded) if graded else None,
+        "early_stopped": early,
+        "running": running,
+        "stop_reasons": [{"stop_reason": r, "count": c} for r, c in reasons],
+        "median_steps": _median(session, RUNS.c.steps, conds),
+        "median_tokens": _median(session, RUNS.c.tokens_total, conds),
+        "median_elapsed_s": _median(session, RUNS.c.elapsed_s, conds),
+        "top_failures": [{"reason": r, "count": c} for r, c in failures],
+    }
+
+
+def facet_values(session: Session) -> dict[str, list[str]]:
+    """Distinct values for the filter menus."""
+    out: dict[str, list[str]] = {}
+    for name in ("experiment", "variant", "model", "stop_reason"):
+        col = getattr(RUNS.c, name)
+        out[name] = [v for v in session.execute(select(col).where(col.is_not(None)).distinct().order_by(col).limit(200)).scalars()]
+    out["tag"] = list(session.execute(select(TAGS.c.tag).distinct().order_by(TAGS.c.tag).limit(200)).scalars())
+    return out
+
+
+def get_run_row(session: Session, *, run_id: str) -> Optional[dict[str, Any]]:
+    """The run's row, or None."""
+    row = session.execute(select(RUNS).where(RUNS.c.run_id == run_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, early_stopped: bool,
+                 armed_ids: Optional[list[str]] = None) -> list[dict[str, Any]]:
+    """The run's criteria, with armed / advisory / informational flags and effective pass."""
+    from .derive import criterion_passed, is_armed
+
+    rows = [dict(r) for r in session.execute(
+        select(CRITERIA).where(CRITERIA.c.run_pk == run_pk).order_by(CRITERIA.c.position, CRITERIA.c.id)).mappings()]
+    ids = set(armed_ids or [])
+    any_spec_armed = any(is_armed(early_stop_enabled, r["stop_when"]) for r in rows)
+    out = []
+    for r in rows:
+        armed = is_armed(early_stop_enabled, r["stop_when"]) or (not any_spec_armed and r["criterion_id"] in ids)
+        out.append({
+            "id": r["criterion_id"],
+            "type": r["type"],
+            "description": r["description"],
+            "stop_when": r["stop_when"],
+            "gating": r["gating"],
+            "pass_threshold": r["pass_threshold"],
+            "armed": armed,
+            "advisory": early_stopped and not armed and r["gating"],
+            "informational": not r["gating"],
+            "graded": r["has_result"],
+            "score": r["score"],
+            "passed": criterion_passed(r["score"], r["passed"], r["pass_threshold"], by_score=early_stopped and armed)
+            if r["has_result"] else None,
+            "passed_recorded": r["passed"],
+            "live_verdict": r["live_verdict"],
+            "decided_at_step": r["decided_at_step"],
+            "details": r["details"],
+            "declared": r["has_spec"],
+        })
+    return out
+
+
+def get_early_stop(session: Session, *, run_pk: int) -> Optional[dict[str, Any]]:
+    row = session.execute(select(EARLY).where(EARLY.c.run_pk == run_pk)).mappings().first()
+    if not row:
+        return None
+    data = dict(row)
+    data.pop("id", None)
+    data.pop("run_pk", None)
+    return data
+
+
+def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str, Any]:
+    """The verdict lane: one mark per step (or per bucket of steps in a long run).
+
+    Each mark carries the strongest critic action in it (stop > retry > continue), the
+    mean critic score, and whether it holds a retried step.
+    """
+    n = session.execute(select(func.count()).select_from(STEPS).where(STEPS.c.run_pk == run_pk)).scalar_one()
+    if n == 0:
+        return {"steps": 0, "bucket": 1, "marks": []}
+    bucket = max(1, -(-n // max_marks))
+    rank = case((STEPS.c.critic_action == "stop", 2), (STEPS.c.critic_action == "retry", 1),
+                (STEPS.c.critic_action == "continue", 0), else_=-1)
+    if bucket == 1:
+        rows = session.execute(select(STEPS.c.step, STEPS.c.step, rank, STEPS.c.critic_score, STEPS.c.retry.cast(RUNS.c.steps.type))
+                               .where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step)).all()
+    else:
+        # Buckets by position so a long run keeps a bounded page size.
+        pos = func.row_number().over(order_by=STEPS.c.step) - 1
+        inner = select(STEPS.c.step.label("step"), (pos / bucket).label("b"), rank.label("rank"),
+                       STEPS.c.critic_score.label("score"), STEPS.c.retry.cast(RUNS.c.steps.type).label("retry")) \
+            .where(STEPS.c.run_pk == run_pk).subquery()
+        rows = session.execute(select(func.min(inner.c.step), func.max(inner.c.step), func.max(inner.c.rank),
+                                      func.avg(inner.c.score), func.max(inner.c.retry))
+                               .group_by(inner.c.b).order_by(func.min(inner.c.step))).all()
+    names = {2: "stop", 1: "retry", 0: "continue", -1: None}
+    marks = [{"step": a, "last": b, "action": names.get(r, None), "score": s, "retry": bool(rt)}
+             for a, b, r, s, rt in rows]
+    return {"steps": n, "bucket": bucket, "marks": marks}
+
+
+def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25) -> tuple[list[dict[str, Any]], int]:
+    """A block of steps with their critic outputs and events, and the run's step count."""
+    total = session.execute(select(func.count()).select_from(STEPS).where(STEPS.c.run_pk == run_pk)).scalar_one()
+    rows = [dict(r) for r in session.execute(
+        select(STEPS).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step).offset(max(0, offset)).limit(max(1, min(limit, 200)))
+    ).mappings()]
+    if not rows:
+        return [], total
+    idxs = [r["step"] for r in rows]
+    critics: dict[int, list[dict[str, Any]]] = {}
+    for c in session.execute(select(CRITICS).where(CRITICS.c.run_pk == run_pk, CRITICS.c.step.in_(idxs))
+                             .order_by(CRITICS.c.step, CRITICS.c.idx)).mappings():
+        critics.setdefault(c["step"], []).append({
+            "critic": c["critic"], "action": c["action"], "effective_action": c["effective_action"],
+            "reason": c["reason"], "score": c["score"], "details": c["details"]})
+    events: dict[int, list[dict[str, Any]]] = {}
+    for e in session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+                             .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.in_(idxs))
+                             .order_by(EVENTS.c.step, EVENTS.c.ts, EVENTS.c.id)).mappings():
+        events.setdefault(e["step"], []).append(dict(e))
+    out = []
+    for r in rows:
+        record = _loads(r["record"])
+        out.append({
+            "step": r["step"],
+            "ts": r["ts"],
+            "duration_s": r["duration_s"],
+            "tokens": {"input": r["tokens_input"], "output": r["tokens_output"], "total": r["tokens_total"]},
+            "cost_usd": r["cost_usd"],
+            "retry": r["retry"],
+            "critic_action": r["critic_action"],
+            "critic_score": r["critic_score"],
+            "critic_outputs": critics.get(r["step"], []),
+            "events": [{"phase": e["phase"], "ok": e["ok"], "ts": e["ts"], "record": _loads(e["record"])}
+                       for e in events.get(r["step"], [])],
+            "record": record,
+        })
+    return out, total
+
+
+def get_run_events(session: Session, *, run_pk: int, without_step: bool = True, limit: int = 500) -> list[dict[str, Any]]:
+    """Events not tied to a step (run-level phases and unknown record types)."""
+    stmt = select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record).where(EVENTS.c.run_pk == run_pk)
+    if without_step:
+        stmt = stmt.where(EVENTS.c.step.is_(None))
+    rows = session.execute(stmt.order_by(EVENTS.c.ts, EVENTS.c.id).limit(limit)).mappings()
+    return [{"step": r["step"], "phase": r["phase"], "ok": r["ok"], "ts": r["ts"], "record": _loads(r["record"])} for r in rows]
+
+
+def _loads(text: Optional[str]) -> Any:
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text

@@ -1,0 +1,86 @@
+"""One response path for every page: full HTML, an htmx fragment, or the JSON twin.
+
+A handler builds one data dict and calls `respond`. Requests under `/api/` (or with
+`?format=json`) get that dict as JSON; htmx requests get only the named fragment
+template; everyone else gets the full page. So the JSON the tests assert on and the
+HTML a person reads come from the same code.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Optional
+from urllib.parse import urlencode
+
+import orjson
+from fastapi import Request
+from fastapi.responses import Response
+from fastapi.templating import Jinja2Templates
+
+from . import present
+from .paths import TEMPLATES
+from .urls import encode_run_id
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    return str(obj)
+
+
+class JSONResponse(Response):
+    """JSON via orjson; datetimes as ISO strings."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, default=_default, option=orjson.OPT_NON_STR_KEYS)
+
+
+def make_templates() -> Jinja2Templates:
+    """The Jinja environment: autoescape on, the formatting filters registered."""
+    templates = Jinja2Templates(directory=str(TEMPLATES))
+    env = templates.env
+    env.autoescape = True
+    env.filters.update(
+        int=present.fmt_int,
+        num=present.fmt_num,
+        duration=present.fmt_duration,
+        pct=present.fmt_pct,
+        usd=present.fmt_usd,
+        dt=present.fmt_dt,
+        json=present.to_json_text,
+        rid=encode_run_id,
+    )
+    env.globals.update(
+        stop_reason_info=present.stop_reason_info,
+        early_stop_reason_labels=present.EARLY_STOP_REASON_LABELS,
+        gauge=present.gauge,
+        truncate=present.truncate,
+        urlencode=lambda d: urlencode(d, doseq=True),
+        run_url=lambda run_id, suffix="": f"/runs/{encode_run_id(run_id)}{suffix}",
+    )
+    return templates
+
+
+def wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/") or request.query_params.get("format") == "json"
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true" and request.headers.get("hx-history-restore-request") != "true"
+
+
+def respond(request: Request, template: str, data: dict[str, Any], *, fragment: Optional[str] = None,
+            context: Optional[dict[str, Any]] = None, status_code: int = 200) -> Response:
+    """Answer with JSON, the htmx fragment, or the full page, from the same data."""
+    if wants_json(request):
+        return JSONResponse(data, status_code=status_code)
+    templates: Jinja2Templates = request.app.state.templates
+    ctx = {"request": request, "data": data, "settings": request.app.state.settings, **(context or {})}
+    name = fragment if (fragment and is_htmx(request)) else template
+    response = templates.TemplateResponse(request, name, ctx, status_code=status_code)
+    response.headers["Vary"] = "HX-Request"
+    return response

@@ -1,0 +1,5 @@
+"""One APIRouter per resource; `ROUTERS` is the order they are mounted in."""
+
+from . import health, runs
+
+ROUTERS = [health.router, runs.router]

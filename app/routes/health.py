@@ -1,0 +1,28 @@
+"""Health and write-job status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from ..errors import QitaError
+from ..render import respond
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/api/health", summary="Liveness")
+def health() -> dict[str, str]:
+    """`{"status": "ok"}` while the board serves."""
+    return {"status": "ok"}
+
+
+@router.get("/jobs/{job_id}", include_in_schema=False)
+@router.get("/api/jobs/{job_id}", summary="Progress of a write job (an upload or an ingest pass)")
+def job_status(request: Request, job_id: int) -> Any:
+    """A queued, running or finished write job; the page polls until it is done."""
+    job = request.app.state.writer.get(job_id)
+    if job is None:
+        raise QitaError("no such job (finished jobs are kept for a while only)", status=404)
+    return respond(request, "job.html", job.to_json(), fragment="_job.html")

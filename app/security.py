@@ -1,0 +1,128 @@
+"""Request guards and response headers: Host check, token, cross-site writes, CSP.
+
+- Host: on a loopback bind only loopback Host headers are served (DNS rebinding).
+- Token: with a token set, every write needs it (Bearer header, `X-Qita-Token`, or the
+  cookie set by /login), and with `read_auth` every read too.
+- Cross-site writes: an unsafe request whose Origin (or Sec-Fetch-Site) shows another
+  site is refused, and the token cookie is SameSite=Strict (CSRF).
+- Every response carries a CSP with no inline script and no other origin, nosniff and
+  frame-ancestors 'none'.
+"""
+
+from __future__ import annotations
+
+import hmac
+from http.cookies import SimpleCookie
+from typing import Optional
+from urllib.parse import urlsplit
+
+import orjson
+
+from .settings import LOOPBACK_HOSTS, Settings
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+TOKEN_COOKIE = "qita_token"
+OPEN_PATHS = ("/static/", "/login", "/api/health")
+
+
+def _host_only(value: str) -> str:
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def request_token(headers: dict[bytes, bytes]) -> Optional[str]:
+    auth = headers.get(b"authorization", b"").decode("latin-1")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    if b"x-qita-token" in headers:
+        return headers[b"x-qita-token"].decode("latin-1").strip()
+    cookie = headers.get(b"cookie")
+    if cookie:
+        jar = SimpleCookie()
+        try:
+            jar.load(cookie.decode("latin-1"))
+        except Exception:
+            return None
+        if TOKEN_COOKIE in jar:
+            return jar[TOKEN_COOKIE].value
+    return None
+
+
+class SecurityMiddleware:
+    """Pure ASGI, so it costs next to nothing per request."""
+
+    def __init__(self, app, settings: Settings):
+        self.app = app
+        self.settings = settings
+        self.loopback = settings.host in LOOPBACK_HOSTS or settings.host.strip("[]") in LOOPBACK_HOSTS
+        self.allowed = {_host_only(h) for h in (*LOOPBACK_HOSTS, "testserver", *settings.allowed_hosts)}
+
+    def authorised(self, headers: dict[bytes, bytes]) -> bool:
+        token = self.settings.token
+        if not token:
+            return True
+        given = request_token(headers)
+        return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+    async def _deny(self, send, status: int, message: str, *, json: bool) -> None:
+        if json:
+            body = orjson.dumps({"error": message, "status": status})
+            ctype = b"application/json"
+        else:
+            from html import escape
+
+            body = (f"<!doctype html><meta charset=utf-8><title>{status}</title>"
+                    f"<link rel=stylesheet href=/static/app.css><main class=page><h1>{status}</h1>"
+                    f"<p class=error-message>{escape(message)}</p><p><a href=/login>Sign in with the board's token</a></p></main>").encode()
+            ctype = b"text/html; charset=utf-8"
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *HEADERS]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        path: str = scope.get("path", "")
+        method: str = scope.get("method", "GET")
+        is_api = path.startswith("/api/")
+        host = _host_only(headers.get(b"host", b"").decode("latin-1"))
+        if self.loopback and host not in self.allowed:
+            await self._deny(send, 421 if host else 400, "this board answers only to its own address (Host header refused)", json=is_api)
+            return
+        if method in UNSAFE:
+            origin = headers.get(b"origin", b"").decode("latin-1")
+            site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
+            own = headers.get(b"host", b"").decode("latin-1").lower()
+            if origin and origin != "null" and urlsplit(origin).netloc.lower() != own:
+                await self._deny(send, 403, "cross-site request refused", json=is_api)
+                return
+            if (origin == "null") or (not origin and site and site not in ("same-origin", "none")):
+                await self._deny(send, 403, "cross-site request refused", json=is_api)
+                return
+        needs_token = method in UNSAFE or self.settings.read_auth
+        if needs_token and self.settings.token and not path.startswith(OPEN_PATHS) and not self.authorised(headers):
+            await self._deny(send, 401, "this board needs its token for that: sign in at /login or send "
+                                        "'Authorization: Bearer TOKEN'", json=is_api or method in UNSAFE)
+            return
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                existing = {k.lower() for k, _ in message.get("headers", [])}
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [h for h in HEADERS if h[0] not in existing]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

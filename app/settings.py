@@ -1,0 +1,44 @@
+"""Board settings, read from the environment (prefix `QITA_`) and overridden by CLI flags."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class Settings(BaseSettings):
+    """Everything the board can be told; one instance per app."""
+
+    model_config = SettingsConfigDict(env_prefix="QITA_", extra="ignore")
+
+    db: str = Field("sqlite:///./qita.db", description="SQLAlchemy URL or a path to a SQLite file")
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: Optional[str] = Field(None, description="Token required for writes (and reads with read_auth)")
+    read_auth: bool = Field(False, description="Require the token for reads too")
+    insecure: bool = Field(False, description="Allow a non-loopback bind without a token")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host header values to accept")
+    abandon_after_s: float = Field(300.0, description="A run silent this long with no run_end is abandoned")
+    max_line_bytes: int = Field(64 * 1024 * 1024, description="Longest trace line accepted")
+    max_upload_bytes: int = Field(1024 * 1024 * 1024, description="Largest upload request accepted")
+    max_archive_bytes: int = Field(4 * 1024 * 1024 * 1024, description="Largest total decompressed size of an archive")
+    batch_lines: int = Field(2000, description="Lines per ingest transaction")
+    live_poll_s: float = Field(2.0, description="How often live pages poll for updates")
+    page_steps: int = Field(25, description="Steps per lazily loaded block")
+    show_secrets: bool = Field(False, description="Never mask secrets (single-user local use)")
+    watch: list[str] = Field(default_factory=list)
+
+    @property
+    def db_url(self) -> str:
+        """The database as a SQLAlchemy URL; a bare path means a SQLite file."""
+        if "://" in self.db:
+            return self.db
+        return f"sqlite:///{self.db}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.db_url.startswith("sqlite")

@@ -1,0 +1,69 @@
+"""Run ids in URLs: any Unicode string travels as one percent-encoded path segment.
+
+Starlette decodes the path before routing, so a run id holding `/` would split into
+two segments. `RawPathMiddleware` routes on the raw (still encoded) path instead and
+the `runid` convertor decodes the one segment. Ids that a browser would rewrite as
+dot segments (`.`, `..`) or that start with `~~` travel as `~~` + base64url.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from urllib.parse import quote, unquote
+
+from starlette.convertors import Convertor, register_url_convertor
+
+B64_PREFIX = "~~"
+
+
+def encode_run_id(run_id: str) -> str:
+    """The URL path segment for a run id."""
+    if run_id in (".", "..") or run_id.startswith(B64_PREFIX) or run_id.strip(".") == "":
+        return B64_PREFIX + base64.urlsafe_b64encode(run_id.encode("utf-8")).decode("ascii").rstrip("=")
+    return quote(run_id, safe="")
+
+
+def decode_run_id(segment: str) -> str:
+    """The run id in a URL path segment (inverse of encode_run_id; plain percent-encoding works too)."""
+    if segment.startswith(B64_PREFIX):
+        body = segment[len(B64_PREFIX):]
+        try:
+            return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            pass
+    try:
+        return unquote(segment, errors="strict")
+    except UnicodeDecodeError:
+        return segment
+
+
+class RunIdConvertor(Convertor):
+    regex = "[^/]+"
+
+    def convert(self, value: str) -> str:
+        return decode_run_id(value)
+
+    def to_string(self, value: str) -> str:
+        return encode_run_id(value)
+
+
+register_url_convertor("runid", RunIdConvertor())
+
+
+class RawPathMiddleware:
+    """Route on the raw path so an encoded `/` inside a run id stays inside its segment."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope.get("raw_path"):
+            try:
+                raw = scope["raw_path"].decode("ascii")
+            except UnicodeDecodeError:
+                raw = quote(scope["raw_path"].decode("utf-8", errors="replace"), safe="/%")
+            if raw.startswith(("/runs/", "/api/runs/", "/pair/", "/api/pair/")):
+                scope = dict(scope)
+                scope["path"] = raw
+        await self.app(scope, receive, send)

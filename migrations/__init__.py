@@ -1,0 +1,1 @@
+"""Alembic migrations of the board's store (shipped as package data)."""
