@@ -1,0 +1,74 @@
+"""Shared fixtures: every test builds its own temporary database and app."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import orjson
+import pytest
+
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+QITOS_RUNS = SHARED / "traces" / "qitos-runs"
+
+
+def pytest_report_header(config):
+    pg = os.environ.get("QITA_TEST_POSTGRES_URL")
+    return [f"qita: PostgreSQL tests {'ON (' + pg.split('@')[-1] + ')' if pg else 'off (QITA_TEST_POSTGRES_URL not set)'}"]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings for a fresh SQLite file in the test's temporary folder."""
+    return Settings(db=str(tmp_path / "qita.db"), batch_lines=50)
+
+
+@pytest.fixture
+def engine(settings: Settings):
+    from app.db import open_database
+
+    eng = open_database(settings)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def ingest(engine, settings: Settings) -> Callable[..., Any]:
+    """ingest(*paths, **kw) -> IngestReport, through the one ingest path."""
+    from app.ingest import Ingestor
+
+    def run(*paths: Any, **kw: Any):
+        return Ingestor(engine, settings).ingest_paths([str(p) for p in paths], **kw)
+
+    return run
+
+
+@pytest.fixture
+def client(settings: Settings):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def write_jsonl(path: Path, records: Iterable[Any], *, newline: bytes = b"\n") -> Path:
+    """Write records (dicts are JSON-encoded, bytes written as they are) one per line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        for rec in records:
+            fh.write((rec if isinstance(rec, bytes) else orjson.dumps(rec)) + newline)
+    return path
+
+
+@pytest.fixture
+def qitos_runs() -> Path:
+    """The real QitOS traces in ../shared (skipped with a clear message when absent)."""
+    if not QITOS_RUNS.is_dir():
+        pytest.skip(f"../shared/traces/qitos-runs not found at {QITOS_RUNS}: QitOS trace tests skipped")
+    return QITOS_RUNS
