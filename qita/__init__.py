@@ -17,6 +17,7 @@ from .criteria import (
     FinalAnswerContains,
     SkillTriggered,
     ToolInvoked,
+    criterion_from_spec,
 )
 from .engine import Engine, RunResult
 from .errors import EarlyStopConfigError, QitaError, StopReason, TaskValidationError
@@ -79,4 +80,5 @@ __all__ = [
     "Trajectory",
     "TraceWriter",
     "Usage",
+    "criterion_from_spec",
 ]

@@ -293,3 +293,24 @@ class CallableCriterion(Criterion):
         if verdict not in (PASS, FAIL, UNDECIDED):
             raise ValueError(f"live verdict must be pass, fail or undecided, not {verdict!r}")
         return verdict
+
+
+_FROM_SPEC = {
+    "tool_invoked": lambda s: ToolInvoked(s.pop("id"), s.pop("tool"), **s),
+    "skill_triggered": lambda s: SkillTriggered(s.pop("id"), s.pop("skill"), **s),
+    "command_executed": lambda s: CommandExecuted(s.pop("id"), s.pop("pattern"), **s),
+    "final_answer_contains": lambda s: FinalAnswerContains(s.pop("id"), s.pop("text"), **s),
+}
+
+
+def criterion_from_spec(spec: dict[str, Any]) -> Criterion:
+    """Build a criterion from a plain dict such as `{"id": "sk", "type": "skill_triggered", "skill": "pdf"}`.
+
+    This is how task files stay data: the same dict serves a smoke and an e2e variant.
+    Callable criteria need code and are built directly instead.
+    """
+    spec = dict(spec)
+    kind = spec.pop("type", None)
+    if kind not in _FROM_SPEC:
+        raise ValueError(f"unknown criterion type {kind!r}; expected one of {sorted(_FROM_SPEC)}")
+    return _FROM_SPEC[kind](spec)
