@@ -51,8 +51,10 @@ def demo_engine(task: DemoTask, variant: str, replicate: int, writer: Any = None
         for entry in script:
             if entry.get("tokens"):
                 entry["tokens"] = [entry["tokens"][0] + 37 * replicate, entry["tokens"][1] + 11 * replicate]
+    # An agent past its script still spends tokens thinking; a stalled agent is not free.
+    idle = {"rationale": "Still looking for a lead; nothing new to try.", "actions": [], "tokens": [700, 45]}
     agent = ScriptedAgent(script, tools=tools.as_tools(), model=task.model, name="scripted-coder",
-                          price_per_1k=MODELS[task.model])
+                          price_per_1k=MODELS[task.model], exhausted=idle)
     stop_criteria = None
     if task.stagnation:
         stop_criteria = [FinalResultCriteria(), StagnationCriteria(max_stagnant_steps=task.stagnation)]

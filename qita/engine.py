@@ -436,10 +436,12 @@ class _Run:
             phase = "REDUCE"
             post = dict(observation, action_results=results) if isinstance(observation, dict) else \
                 {"observation": observation, "action_results": results}
+            before_reduce = getattr(state, "final_result", None)
             new_state = self.agent.reduce(state, post, decision)
             if new_state is not None:
                 state = new_state
-            if decision.is_final and not _has_final(getattr(state, "final_result", None)):
+            # A final decision is the step's answer unless reduce() chose to write one itself.
+            if decision.is_final and getattr(state, "final_result", None) == before_reduce:
                 _set(state, "final_result", decision.final_answer)
             self.event("REDUCE", step)
         except Exception as exc:

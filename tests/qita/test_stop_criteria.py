@@ -271,3 +271,9 @@ def test_resolve_family_preset_gives_recommended_max_tokens():
                                    "env_capability_mismatch", "unrecoverable_error", "early_stop"])
 def test_stop_reason_values(value):
     assert StopReason(value) == value and StopReason(value).value == value
+
+
+def test_a_later_final_decision_replaces_an_earlier_answer():
+    script = [step(final="first"), step(final="second")]
+    result = Engine(agent(script), stop_criteria=[MaxStepsCriteria(2)]).run("t")
+    assert result.final_result == "second"
