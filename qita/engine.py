@@ -28,7 +28,6 @@ from .stop_criteria import (
     MaxStepsCriteria,
     MaxTokensCriteria,
     StopCriteria,
-    _has_final,
 )
 from .writer import TraceWriter, dumps_record, utc_now
 
