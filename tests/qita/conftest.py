@@ -1,46 +1,17 @@
-"""Shared helpers for the run-side tests: tiny agents, tools and trace readers."""
+"""Fixtures for the run-side tests; makes the repository root importable (qita is not installed)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-def read_records(path):
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def of_type(records, kind):
-    return [r for r in records if r["type"] == kind]
-
-
-def echo_tools():
-    """Tools with fixed outputs: `bash` returns whatever returncode the args ask for."""
-    def bash(command, returncode=0):
-        return {"command": command, "returncode": returncode, "stdout": f"ran {command}"}
-
-    def skill(name):
-        return {"skill": name, "loaded": True}
-
-    def note(text=""):
-        return {"noted": text}
-
-    return {"bash": bash, "skill": skill, "note": note}
-
-
-def step(*actions, final=None, tokens=(10, 5), **extra):
-    """One script entry: actions given as (name, args) pairs."""
-    entry = {"actions": [{"name": n, "args": a} for n, a in actions], "tokens": list(tokens), **extra}
-    if final is not None:
-        entry["final"] = final
-    return entry
+HERE = Path(__file__).resolve().parent
+for p in (str(ROOT), str(HERE)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
 
 
 @pytest.fixture

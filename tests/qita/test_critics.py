@@ -1,6 +1,6 @@
 """Each critic action from the seed's table, critic naming, ordering and critic exceptions."""
 
-from conftest import echo_tools, of_type, read_records, step
+from qita_helpers import echo_tools, of_type, read_records, step
 
 from qita import Critic, Engine, StopReason, TraceWriter
 from qita.agents import ScriptedAgent

@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from conftest import of_type, read_records
+from qita_helpers import of_type, read_records
 
 from qita.demo import run_demo
 from qita.demo_tasks import build_tasks

@@ -1,7 +1,7 @@
 """Opt-in early stop: polarities, `decided`, guardrails, fail-open, verdict rule, default-off."""
 
 import pytest
-from conftest import echo_tools, of_type, read_records, step
+from qita_helpers import echo_tools, of_type, read_records, step
 
 from qita import (
     CallableCriterion,

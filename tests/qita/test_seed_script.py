@@ -2,7 +2,7 @@
 
 from typing import Any, Dict, Optional, Tuple
 
-from conftest import step
+from qita_helpers import step
 
 from qita import (
     Critic,

@@ -1,7 +1,7 @@
 """Built-in stop criteria, the replace-the-default rule, budgets, and every reachable StopReason."""
 
 import pytest
-from conftest import echo_tools, of_type, read_records, step
+from qita_helpers import echo_tools, of_type, read_records, step
 
 from qita import (
     AgentState,

@@ -6,7 +6,7 @@ import textwrap
 
 import orjson
 import pytest
-from conftest import ROOT, echo_tools, of_type, read_records, step
+from qita_helpers import ROOT, echo_tools, of_type, read_records, step
 
 from qita import Engine, ReturnCodeCritic, SkillTriggered, StopReason, TraceWriter
 from qita.agents import ScriptedAgent
