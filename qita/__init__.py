@@ -1,9 +1,26 @@
 """qita: the run side of qita board.
 
-The trace-format models and the TraceWriter live here; the engine with the critic and
-stop-criteria contracts builds on them. This package never imports the board (`app`).
+The Engine drives an agent through observe -> decide -> act -> reduce -> critics -> stop
+criteria, with opt-in early stop on armed success criteria, and writes trace format v1
+through the TraceWriter. Everything a seed example imports is importable from here.
+This package never imports the board (`app`).
 """
 
+from .agent import Agent
+from .core import Action, AgentState, Decision, RuntimeBudget, Task, TaskBudget, ToolCall, Trajectory, Usage
+from .critic import Critic, ForbiddenCommandCritic, FunctionCritic, ReturnCodeCritic
+from .criteria import (
+    CallableCriterion,
+    CommandExecuted,
+    Criterion,
+    CriterionResult,
+    FinalAnswerContains,
+    SkillTriggered,
+    ToolInvoked,
+    criterion_from_spec,
+)
+from .engine import Engine, RunResult
+from .errors import EarlyStopConfigError, QitaError, StopReason, TaskValidationError
 from .format import (
     SCHEMA_ID,
     STOP_REASONS,
@@ -12,14 +29,56 @@ from .format import (
     RunStart,
     StepRecord,
 )
+from .stop_criteria import (
+    FinalResultCriteria,
+    MaxRuntimeCriteria,
+    MaxStepsCriteria,
+    MaxTokensCriteria,
+    StagnationCriteria,
+    StopCriteria,
+)
 from .writer import TraceWriter
 
 __all__ = [
     "SCHEMA_ID",
     "STOP_REASONS",
+    "Action",
+    "Agent",
+    "AgentState",
+    "CallableCriterion",
+    "CommandExecuted",
+    "Critic",
+    "Criterion",
+    "CriterionResult",
     "CriterionSpec",
+    "Decision",
+    "EarlyStopConfigError",
+    "Engine",
+    "FinalAnswerContains",
+    "FinalResultCriteria",
+    "ForbiddenCommandCritic",
+    "FunctionCritic",
+    "MaxRuntimeCriteria",
+    "MaxStepsCriteria",
+    "MaxTokensCriteria",
+    "QitaError",
+    "ReturnCodeCritic",
     "RunEnd",
+    "RunResult",
     "RunStart",
+    "RuntimeBudget",
+    "SkillTriggered",
+    "StagnationCriteria",
     "StepRecord",
+    "StopCriteria",
+    "StopReason",
+    "Task",
+    "TaskBudget",
+    "TaskValidationError",
+    "ToolCall",
+    "ToolInvoked",
+    "Trajectory",
     "TraceWriter",
+    "Usage",
+    "criterion_from_spec",
 ]
