@@ -178,6 +178,20 @@ def board(paths: tuple[str, ...], db: Optional[str], host: Optional[str], port: 
     uvicorn.run(app, host=settings.host.strip("[]"), port=settings.port, log_level="warning", proxy_headers=False)
 
 
+def _has_experiment(settings: Settings, experiment: str) -> bool:
+    from sqlalchemy import select
+
+    from .db import open_database
+    from .models import Run
+
+    engine = open_database(settings)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(select(Run.__table__.c.id).where(Run.__table__.c.experiment == experiment).limit(1)).first() is not None
+    finally:
+        engine.dispose()
+
+
 def _db_label(settings: Settings) -> str:
     url = settings.db_url
     if url.startswith("sqlite"):
@@ -192,7 +206,8 @@ def _db_label(settings: Settings) -> str:
 @click.option("--out", type=click.Path(file_okay=False), default="demo-traces", show_default=True,
               help="Folder for the demo's trace files.")
 @click.option("--tasks", type=click.IntRange(1, 10_000), default=24, show_default=True, help="Tasks in the experiment.")
-def demo(db: Optional[str], out: str, tasks: int) -> None:
+@click.option("--force", is_flag=True, help="Run the experiment again even if the database already holds it.")
+def demo(db: Optional[str], out: str, tasks: int, force: bool) -> None:
     """Run the demo smoke-vs-e2e experiment with scripted agents and ingest its traces.
 
     No network and no model: deterministic scripted agents run every task twice,
@@ -202,10 +217,13 @@ def demo(db: Optional[str], out: str, tasks: int) -> None:
     Example:
         qita demo --tasks 24 --out demo-traces && qita board
     """
-    from qita.demo import run_demo
+    from qita.demo import EXPERIMENT, run_demo
 
     settings = _settings(db=db)
     try:
+        if not force and _has_experiment(settings, EXPERIMENT):
+            click.echo(f"the database already holds the demo experiment {EXPERIMENT!r}: nothing to do (--force runs it again)")
+            return
         files = run_demo(Path(out), tasks=tasks)
         report = run_ingest(settings, [str(f) for f in files], progress=True)
     except QitaError as exc:

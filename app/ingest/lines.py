@@ -71,7 +71,7 @@ class LimitedReader:
 def describe_validation_error(exc: ValidationError) -> str:
     """The first validation problem as `field 'a.b': message`."""
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()) if not (isinstance(p, str) and p in RECORD_MODELS))
+    loc = ".".join(str(p) for p in err.get("loc", ()))
     msg = err.get("msg", "invalid value")
     if err.get("type") == "missing":
         return f"missing field '{loc}'"

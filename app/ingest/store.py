@@ -156,7 +156,7 @@ class Applier:
                 [
                     {"run_id": r, "task_id": r, "replicate": 0, "source_format": "qita", "state": "running",
                      "early_stop_enabled": False, "has_start": False, "has_end": False, "closed": False,
-                     "early_stopped": False, "steps": 0, "retries": 0, "last_seen_at": now, "updated_at": now}
+                     "early_stopped": False, "steps": 0, "retries": 0, "last_seen_at": None, "updated_at": now}
                     for r in new
                 ],
             )
@@ -190,9 +190,12 @@ class Applier:
             pk = self._run_pks[rec["run_id"]]
             touched[pk] = rec["run_id"]
             ts = parse_ts(rec.get("ts"))
-            seen = min(ts, now) if ts else now
-            if pk not in last_seen or seen > last_seen[pk]:
-                last_seen[pk] = seen
+            if ts is not None:
+                # The trace's own clock says when the run was last active (an old file
+                # ingested today is not a live run); never later than now.
+                seen = min(ts, now)
+                if pk not in last_seen or seen > last_seen[pk]:
+                    last_seen[pk] = seen
             rtype = rec["type"]
             if rtype == "step":
                 step = rec["step"]
@@ -312,12 +315,17 @@ class Applier:
                 ins = ins.on_conflict_do_update(index_elements=["run_pk"], set_={c: getattr(ins.excluded, c) for c in cols})
             conn.execute(ins, row)
 
-        for pk, seen in last_seen.items():
-            conn.execute(
-                update(RUNS).where(RUNS.c.id == pk)
-                .where((RUNS.c.last_seen_at.is_(None)) | (RUNS.c.last_seen_at < seen))
-                .values(last_seen_at=seen)
-            )
+        for pk in touched:
+            seen = last_seen.get(pk)
+            if seen is not None:
+                conn.execute(
+                    update(RUNS).where(RUNS.c.id == pk)
+                    .where((RUNS.c.last_seen_at.is_(None)) | (RUNS.c.last_seen_at < seen))
+                    .values(last_seen_at=seen)
+                )
+            else:
+                # No timestamp in these records: the arrival time is all we know.
+                conn.execute(update(RUNS).where(RUNS.c.id == pk, RUNS.c.last_seen_at.is_(None)).values(last_seen_at=now))
             if closed:
                 conn.execute(update(RUNS).where(RUNS.c.id == pk).values(closed=True))
         return set(touched.values()), created, warnings

@@ -1,0 +1,340 @@
+"""The one ingest path: formats, bad lines, idempotence, incremental reads, derived fields."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from sqlalchemy import text
+
+from tests.conftest import ROOT, write_jsonl
+
+EXAMPLE = ROOT / "docs" / "examples" / "trace-example.jsonl"
+
+
+def scalar(engine, sql: str, **params):
+    with engine.connect() as conn:
+        return conn.execute(text(sql), params).scalar()
+
+
+def run_row(engine, run_id: str) -> dict:
+    with engine.connect() as conn:
+        row = conn.execute(text("select * from runs where run_id = :r"), {"r": run_id}).mappings().first()
+    assert row is not None, f"run {run_id!r} not stored"
+    return dict(row)
+
+
+def start(run_id: str, **kw) -> dict:
+    return {"type": "run_start", "run_id": run_id, **kw}
+
+
+def step(run_id: str, n: int, **kw) -> dict:
+    return {"type": "step", "run_id": run_id, "step": n, **kw}
+
+
+def end(run_id: str, **kw) -> dict:
+    return {"type": "run_end", "run_id": run_id, "status": "completed", "stop_reason": "final", **kw}
+
+
+# -- the worked example ---------------------------------------------------------------
+
+
+def test_worked_example_round_trips_with_every_documented_figure(ingest, engine):
+    report = ingest(EXAMPLE)
+    assert report.ok and report.records == 10 and report.run_ids == {"smoke/activate-skill/0"}
+    r = run_row(engine, "smoke/activate-skill/0")
+    assert (r["state"], r["stop_reason"], r["verdict"], r["gated_on"]) == ("finished", "early_stop", "pass", "armed")
+    assert (r["steps"], r["tokens_total"], r["elapsed_s"], r["budget_max_steps"], r["budget_max_tokens"]) == (2, 900, 7.0, 6, 4000)
+    assert r["early_stopped"] and r["retries"] == 1
+    assert scalar(engine, "select count(*) from critic_outputs") == 4
+    assert scalar(engine, "select critic_action from steps where step = 0") == "retry"
+    assert scalar(engine, "select turns_remaining from early_stops") == 4
+
+
+# -- QitOS run folders ------------------------------------------------------------------
+
+
+def test_qitos_runs_ingest_as_four_finished_runs_with_every_critic_output(ingest, engine, qitos_runs):
+    report = ingest(qitos_runs)
+    assert report.ok, report.errors
+    assert len(report.run_ids) == 4
+    coding = run_row(engine, "qitos_coding_20260222_043631_176007")
+    # legacy stop reason read as `final`, original spelling kept
+    assert (coding["stop_reason"], coding["stop_reason_raw"]) == ("final", "final_result")
+    assert (coding["state"], coding["verdict"], coding["steps"], coding["tokens_total"]) == ("finished", "not_graded", 3, 3591)
+    assert coding["model"] == "Qwen/Qwen3-8B" and coding["budget_max_steps"] == 14
+    assert coding["task_id"] == "coding_react_reflection_demo"
+    # every step line carries one critic output in these traces: 3 + 2 + 2 lines, computer-use has none
+    assert scalar(engine, "select count(*) from critic_outputs") == 7
+    assert scalar(engine, "select count(*) from steps") == 3 + 2 + 2 + 7
+    assert scalar(engine, "select count(*) from events") == 54 + 38 + 38 + 96
+    cu = run_row(engine, "qitos_computer_use_20260222_053039_729823")
+    assert (cu["stop_reason"], cu["stop_reason_raw"], cu["steps"]) == ("final", "final", 7)
+    assert cu["final_result"].startswith("report.md has been created")
+
+
+def test_qitos_folder_left_running_without_end_event_is_abandoned(ingest, engine, qitos_runs, tmp_path):
+    src = qitos_runs / "qitos_coding_20260222_044138_940343"
+    dst = tmp_path / "died"
+    shutil.copytree(src, dst)
+    manifest = orjson.loads((dst / "manifest.json").read_bytes())
+    manifest["status"] = "running"
+    (dst / "manifest.json").write_bytes(orjson.dumps(manifest))
+    events = [line for line in (dst / "events.jsonl").read_bytes().splitlines() if orjson.loads(line)["phase"] != "END"]
+    (dst / "events.jsonl").write_bytes(b"\n".join(events) + b"\n")
+    assert ingest(dst).ok
+    r = run_row(engine, manifest["run_id"])
+    assert r["state"] == "abandoned" and r["verdict"] is None and not r["has_end"]
+    assert r["steps"] == 2
+
+
+def test_truncated_manifest_still_ingests_steps_and_events(ingest, engine, qitos_runs, tmp_path):
+    dst = tmp_path / "broken"
+    shutil.copytree(qitos_runs / "qitos_coding_20260222_045054_877344", dst)
+    data = (dst / "manifest.json").read_bytes()
+    (dst / "manifest.json").write_bytes(data[: len(data) // 2])
+    report = ingest(dst)
+    assert [e.file.endswith("manifest.json") for e in report.errors] == [True]
+    assert "manifest unreadable" in report.errors[0].message
+    # the run id comes from the events, so the steps still land on the right run
+    r = run_row(engine, "qitos_coding_20260222_045054_877344")
+    assert r["steps"] == 2 and scalar(engine, "select count(*) from events") == 38
+
+
+# -- bad lines: one test per class ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (b"\xff\xfe{not utf8}", "line is not valid UTF-8"),
+        (b"[1, 2, 3]", "not a JSON object (got an array)"),
+        (b'"just a string"', "not a JSON object (got a string)"),
+        (b'{"run_id": "r1", "step": 1}', "missing field 'type'"),
+        (b'{"type": "step", "step": 1}', "missing field 'run_id'"),
+        (b'{"type": "step", "run_id": "r1"}', "missing field 'step'"),
+        (b'{"type": "step", "run_id": 7, "step": 1}', "field 'run_id': must be a string, got a number"),
+        (b'{"type": "step", "run_id": "r1", "step": "one"}', "field 'step': Input should be a valid integer, unable to parse string as an integer"),
+        (b'{"type": "step", "run_id": "", "step": 1}', "field 'run_id': must be 1 to 200 characters, got 0"),
+        (b'{"type": "event", "run_id": "r1", "phase": 5}', "field 'phase': Input should be a valid string"),
+        (b'{"type": "step", "run_id": "r1", "step": NaN}', None),
+        (b"{oops", None),
+    ],
+)
+def test_each_bad_line_is_reported_with_file_and_line_and_the_rest_is_kept(ingest, engine, tmp_path, bad, message):
+    path = write_jsonl(tmp_path / "mixed.jsonl", [start("r1"), bad, step("r1", 0), end("r1")])
+    report = ingest(path)
+    assert not report.ok
+    assert len(report.errors) == 1
+    err = report.errors[0]
+    assert (err.file, err.line) == (str(path), 2)
+    if message is not None:
+        assert err.message == message
+    else:
+        assert err.message.startswith("invalid JSON")
+    assert str(err) == f"{path}:2: {err.message}"
+    assert report.records == 3
+    assert run_row(engine, "r1")["steps"] == 1
+
+
+def test_unknown_record_type_is_kept_raw_and_not_an_error(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [start("r1"), {"type": "custom_metric", "run_id": "r1", "value": 3}])
+    report = ingest(path)
+    assert report.ok and report.records == 2
+    raw = scalar(engine, "select record from events where phase = '[custom_metric]'")
+    assert orjson.loads(raw)["value"] == 3
+
+
+def test_truncated_last_line_is_reported_and_not_consumed(ingest, engine, tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(orjson.dumps(start("r1")) + b"\n" + b'{"type": "step", "run_id": "r1", "st')
+    report = ingest(path)
+    assert [(e.line, e.message.split(":")[0]) for e in report.errors] == [(2, "truncated last line (no newline at end of file)")]
+    # the writer finishes the line: the next pass reads it
+    with open(path, "ab") as fh:
+        fh.write(b'ep": 0}\n')
+    report = ingest(path)
+    assert report.ok and report.records == 1
+    assert run_row(engine, "r1")["steps"] == 1
+
+
+def test_unfinished_last_line_waits_when_the_file_is_still_growing(ingest, engine, tmp_path):
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(orjson.dumps(start("r1")) + b"\n" + orjson.dumps(step("r1", 0))[:10])
+    report = ingest(path, final=False)
+    assert report.ok and report.records == 1
+    with open(path, "ab") as fh:
+        fh.write(orjson.dumps(step("r1", 0))[10:] + b"\n")
+    assert ingest(path, final=False).records == 1
+    assert run_row(engine, "r1")["steps"] == 1
+
+
+def test_bom_crlf_blank_lines_and_a_last_line_without_newline_are_fine(ingest, engine, tmp_path):
+    path = tmp_path / "win.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(start("r1")) + b"\r\n\r\n" + orjson.dumps(step("r1", 0)) + b"\r\n"
+                     + orjson.dumps(end("r1")))
+    report = ingest(path)
+    assert report.ok and report.records == 3
+    assert run_row(engine, "r1")["state"] == "finished"
+
+
+def test_gzip_traces_are_read(ingest, engine, tmp_path):
+    path = tmp_path / "t.jsonl.gz"
+    with gzip.open(path, "wb") as fh:
+        for rec in (start("g1"), step("g1", 0), step("g1", 1), end("g1")):
+            fh.write(orjson.dumps(rec) + b"\n")
+    assert ingest(path).records == 4
+    assert run_row(engine, "g1")["steps"] == 2
+
+
+# -- idempotence and incremental reads -----------------------------------------------------
+
+
+def _counts(engine) -> tuple:
+    return tuple(scalar(engine, f"select count(*) from {t}") for t in ("runs", "steps", "critic_outputs", "events", "criteria", "early_stops"))
+
+
+def test_ingesting_the_same_file_twice_changes_nothing(ingest, engine):
+    first = ingest(EXAMPLE)
+    before = _counts(engine)
+    second = ingest(EXAMPLE)
+    assert before == (1, 2, 4, 2, 3, 1)
+    assert _counts(engine) == before
+    assert (second.records, second.run_ids, first.records) == (0, set(), 10)
+
+
+def test_the_same_records_from_another_file_add_nothing(ingest, engine, tmp_path):
+    ingest(EXAMPLE)
+    before = _counts(engine)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(EXAMPLE.read_bytes())
+    assert ingest(copy).records == 10
+    assert _counts(engine) == before
+
+
+def test_a_grown_file_is_read_from_where_the_last_pass_stopped(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [start("r1"), step("r1", 0)])
+    assert ingest(path).records == 2
+    with open(path, "ab") as fh:
+        fh.write(orjson.dumps(step("r1", 1)) + b"\n" + orjson.dumps(end("r1")) + b"\n")
+    report = ingest(path)
+    assert report.records == 2  # only the two new lines were read
+    assert run_row(engine, "r1")["steps"] == 2
+    assert scalar(engine, "select lines from ingest_sources") == 4
+
+
+def test_a_changed_file_is_read_again_from_the_start(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [start("r1"), step("r1", 0, duration_s=1.0), step("r1", 1)])
+    ingest(path)
+    write_jsonl(path, [start("r1"), step("r1", 0, duration_s=5.0)])  # shrank and changed
+    report = ingest(path)
+    assert report.records == 2
+    assert scalar(engine, "select duration_s from steps where step = 0") == 5.0
+
+
+def test_records_may_span_files_and_arrive_in_any_order(ingest, engine, tmp_path):
+    a = write_jsonl(tmp_path / "a.jsonl", [
+        end("x", verdict=None), {"type": "criterion", "run_id": "x", "id": "c1", "score": 0.95},
+        step("x", 1, tokens={"input": 1, "output": 2, "total": 3})])
+    assert ingest(a).ok
+    r = run_row(engine, "x")
+    assert not r["has_start"] and r["task_id"] == "x"
+    b = write_jsonl(tmp_path / "b.jsonl", [
+        start("x", task_id="task-x", criteria=[{"id": "c1", "pass_threshold": 0.9}]), step("x", 0, tokens={"total": 10})])
+    assert ingest(b).ok
+    r = run_row(engine, "x")
+    assert (r["task_id"], r["steps"], r["tokens_total"], r["verdict"], r["state"]) == ("task-x", 2, 13, "pass", "finished")
+
+
+def test_second_run_start_with_different_content_is_ignored_with_a_warning(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [start("r1", objective="first"), start("r1", objective="second"), start("r1", objective="first")])
+    report = ingest(path)
+    assert report.ok
+    assert [(w.line, w.message) for w in report.warnings] == [
+        (2, "second run_start for this run with different content: ignored, the first one received is kept")]
+    r = run_row(engine, "r1")
+    assert r["objective"] == "first"
+    assert orjson.loads(r["warnings"]) == ["second run_start for this run with different content: ignored, the first one received is kept"]
+
+
+# -- derived fields ------------------------------------------------------------------------
+
+
+def crit(run_id: str, cid: str, score: float, passed=None) -> dict:
+    rec = {"type": "criterion", "run_id": run_id, "id": cid, "score": score}
+    if passed is not None:
+        rec["passed"] = passed
+    return rec
+
+
+@pytest.mark.parametrize(
+    "records, verdict, gated_on",
+    [
+        # no criteria at all
+        ([], "not_graded", "none"),
+        # every gating criterion passes; the informational one failing does not matter
+        ([crit("v", "a", 1.0), crit("v", "b", 0.95), crit("v", "info", 0.0)], "pass", "all"),
+        # a gating criterion below threshold fails the run
+        ([crit("v", "a", 1.0), crit("v", "b", 0.5)], "fail", "all"),
+        # `passed` wins over the score when given
+        ([crit("v", "a", 0.1, passed=True), crit("v", "b", 0.95)], "pass", "all"),
+        # early-stopped: gated on the armed criterion `a` only, `b` is advisory
+        ([crit("v", "a", 0.92), crit("v", "b", 0.0),
+          {"type": "early_stop", "run_id": "v", "reason": "criterion_passed", "deciding_criterion": "a", "armed_criteria": ["a"]}],
+         "pass", "armed"),
+        ([crit("v", "a", 0.5, passed=True), crit("v", "b", 1.0),
+          {"type": "early_stop", "run_id": "v", "reason": "criterion_failed", "deciding_criterion": "a", "armed_criteria": ["a"]}],
+         "fail", "armed"),
+    ],
+)
+def test_verdict_rules(ingest, engine, tmp_path, records, verdict, gated_on):
+    specs = [{"id": "a", "stop_when": "pass"}, {"id": "b"}, {"id": "info", "gating": False}]
+    path = write_jsonl(tmp_path / "t.jsonl", [start("v", criteria=specs if records else [], early_stop={"enabled": True}), *records, end("v")])
+    assert ingest(path).ok
+    r = run_row(engine, "v")
+    assert (r["verdict"], r["gated_on"]) == (verdict, gated_on)
+
+
+def test_recorded_verdict_wins_and_unfinished_runs_have_none(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("rec", criteria=[{"id": "a"}]), crit("rec", "a", 0.0), end("rec", verdict="pass"),
+        start("open", criteria=[{"id": "a"}]), crit("open", "a", 1.0)])
+    ingest(path)
+    assert run_row(engine, "rec")["verdict"] == "pass"
+    assert run_row(engine, "open")["verdict"] is None
+
+
+def test_run_state_running_then_abandoned_when_silent(engine, settings, tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from app.ingest import Ingestor
+
+    now = datetime.now(timezone.utc)
+    recent = write_jsonl(tmp_path / "recent.jsonl", [start("live", ts=now.isoformat()), step("live", 0, ts=now.isoformat())])
+    old = write_jsonl(tmp_path / "old.jsonl", [start("dead", ts=(now - timedelta(hours=2)).isoformat())])
+    Ingestor(engine, settings).ingest_paths([str(recent), str(old)])
+    assert run_row(engine, "live")["state"] == "running"
+    assert run_row(engine, "dead")["state"] == "abandoned"
+    settings.abandon_after_s = 0.0
+    Ingestor(engine, settings).sweep()
+    assert run_row(engine, "live")["state"] == "abandoned"
+
+
+def test_ingest_reads_folders_recursively_and_skips_other_files(ingest, engine, tmp_path):
+    write_jsonl(tmp_path / "a" / "b" / "deep.jsonl", [start("deep"), end("deep")])
+    (tmp_path / "a" / "notes.txt").write_text("not a trace")
+    report = ingest(tmp_path / "a")
+    assert report.ok and report.files == 1 and report.run_ids == {"deep"}
+
+
+def test_memory_is_not_needed_for_long_files_lines_are_streamed(ingest, engine, tmp_path, settings):
+    # 3,000 steps in batches of 50: every batch commits, the source offset follows
+    path = write_jsonl(tmp_path / "long.jsonl", [start("long")] + [step("long", i) for i in range(3000)])
+    report = ingest(path)
+    assert report.records == 3001
+    assert scalar(engine, "select offset from ingest_sources") == os.path.getsize(path)
+    assert run_row(engine, "long")["steps"] == 3000

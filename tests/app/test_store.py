@@ -1,0 +1,49 @@
+"""The store: models and migrations agree, connection settings, packaging of templates."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
+from sqlmodel import SQLModel
+
+import app.models  # noqa: F401
+from tests.conftest import ROOT
+
+
+def test_models_and_migrations_agree(engine):
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "render_as_batch": True})
+        diff = compare_metadata(ctx, SQLModel.metadata)
+    assert diff == []
+
+
+def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(engine):
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() >= 5000
+
+
+def test_list_filters_are_indexed(engine):
+    indexed = set()
+    for ix in inspect(engine).get_indexes("runs"):
+        indexed.update(ix["column_names"])
+    for col in ("experiment", "variant", "task_id", "state", "stop_reason", "verdict", "started_at"):
+        assert col in indexed, col
+
+
+def test_a_plain_install_ships_templates_static_and_migrations(tmp_path):
+    out = tmp_path / "wheel"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    names = zipfile.ZipFile(next(out.glob("*.whl"))).namelist()
+    assert "app/templates/base.html" in names
+    assert "app/static/app.css" in names and "app/static/vendor/htmx-2.0.11.min.js" in names
+    assert "app/migrations/env.py" in names and any(n.startswith("app/migrations/versions/0001") for n in names)
+    assert "qita/format.py" in names
