@@ -43,10 +43,11 @@ class _Progress:
     def __init__(self, total: int, enabled: bool):
         self.bar = None
         if enabled and total > 0:
+            from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
             self.bar = Progress(TextColumn("ingesting"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                TimeRemainingColumn(), transient=True, console=None)
+                                TimeRemainingColumn(), transient=True, console=Console(stderr=True))
             self.task = self.bar.add_task("ingest", total=total)
             self.bar.start()
 
