@@ -37,13 +37,19 @@ from .stop_criteria import (
     StagnationCriteria,
     StopCriteria,
 )
+from .harness import resolve_family_preset
 from .writer import TraceWriter
+
+# The names QitOS code uses for the same things, so scripts port with only their imports changed.
+AgentModule = Agent
+StateSchema = AgentState
 
 __all__ = [
     "SCHEMA_ID",
     "STOP_REASONS",
     "Action",
     "Agent",
+    "AgentModule",
     "AgentState",
     "CallableCriterion",
     "CommandExecuted",
@@ -69,6 +75,7 @@ __all__ = [
     "RuntimeBudget",
     "SkillTriggered",
     "StagnationCriteria",
+    "StateSchema",
     "StepRecord",
     "StopCriteria",
     "StopReason",
@@ -81,4 +88,5 @@ __all__ = [
     "TraceWriter",
     "Usage",
     "criterion_from_spec",
+    "resolve_family_preset",
 ]
