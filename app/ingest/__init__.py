@@ -26,6 +26,7 @@ from ..errors import QitaError
 from ..models import IngestSource, Run
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
+from . import coder_eval  # noqa: F401  (registers the coder_eval results reader)
 from .lines import GZIP_ERRORS, check_record, iter_items, open_stream
 from .sources import Discovery, Source, discover
 from .store import Applier

@@ -1,5 +1,5 @@
 """One APIRouter per resource; `ROUTERS` is the order they are mounted in."""
 
-from . import health, runs
+from . import compare, health, runs, upload
 
-ROUTERS = [health.router, runs.router]
+ROUTERS = [health.router, runs.router, compare.router, upload.router]

@@ -1,0 +1,114 @@
+"""Compare two groups of runs (`/compare`, JSON `/api/compare`) and two runs side by side (`/pair`, `/api/pair`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from fastapi import APIRouter, Query, Request
+
+from .. import compare, compare_queries, queries
+from ..deps import SessionDep
+from ..errors import QitaError
+from ..render import respond
+from .runs import load_run
+
+router = APIRouter(tags=["compare"])
+
+PAIR_STEPS = 200
+Text = Annotated[Optional[str], Query(max_length=400)]
+
+
+def resolve_groups(session, *, experiment: Optional[str], a: Optional[str], b: Optional[str],
+                   a_experiment: Optional[str], b_experiment: Optional[str], a_tag: Optional[str],
+                   b_tag: Optional[str]) -> Optional[tuple[compare.Group, compare.Group]]:
+    """The two groups the query names (or the default pick), None when there is nothing to compare."""
+    if a_experiment or b_experiment:
+        if not (a_experiment and b_experiment):
+            raise QitaError("to compare two experiments give both a_experiment and b_experiment")
+        return compare.Group("experiment", a_experiment), compare.Group("experiment", b_experiment)
+    if a_tag or b_tag:
+        if not (a_tag and b_tag):
+            raise QitaError("to compare two tags give both a_tag and b_tag")
+        return compare.Group("tag", a_tag), compare.Group("tag", b_tag)
+    if a or b:
+        if not (experiment and a and b):
+            raise QitaError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)")
+        return compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
+    variants = compare_queries.variants_by_experiment(session)
+    if experiment:
+        variants = {experiment: variants.get(experiment, [])}
+    pick = compare.choose_default(variants)
+    if pick is None:
+        if experiment:
+            raise QitaError(f"experiment {experiment!r} has fewer than two variants: choose two groups", status=404)
+        return None
+    e, va, vb = pick
+    return compare.Group("variant", va, e), compare.Group("variant", vb, e)
+
+
+@router.get("/compare", include_in_schema=False)
+@router.get("/api/compare", summary="Compare two groups of runs, paired by (task_id, replicate)")
+def compare_view(request: Request, session: SessionDep, experiment: Text = None, a: Text = None, b: Text = None,
+                 a_experiment: Text = None, b_experiment: Text = None, a_tag: Text = None, b_tag: Text = None,
+                 sort: Literal["task", "savings", "disagreement"] = "task",
+                 only: Optional[Literal["disagree", ""]] = None) -> Any:
+    """Summary figures, headline and per-task pairs of group a against group b."""
+    groups = resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=a_experiment,
+                            b_experiment=b_experiment, a_tag=a_tag, b_tag=b_tag)
+    context: dict[str, Any] = {"choices": compare_queries.choices(session), "sort": sort, "only": only or "",
+                               "variants": compare_queries.variants_by_experiment(session)}
+    if groups is None:
+        data: dict[str, Any] = {"groups": None, "summary": None, "pairs": [], "headline": None}
+        return respond(request, "compare.html", data, context=context)
+    ga, gb = groups
+    result = compare.compare_rows(compare_queries.group_runs(session, group=ga),
+                                  compare_queries.group_runs(session, group=gb))
+    data = {
+        "groups": {"a": ga.to_json(), "b": gb.to_json()},
+        "headline": compare.headline(result["summary"], ga.label, gb.label),
+        "summary": result["summary"],
+        "pairs": compare.sort_pairs(result["pairs"], sort=sort, disagreements_only=only == "disagree"),
+        "unpaired": result["unpaired"],
+        "duplicates": result["duplicates"],
+    }
+    context.update(ga=ga, gb=gb, bars=compare.bars(result["summary"]),
+                   params={"experiment": ga.experiment, "a": ga.value, "b": gb.value} if ga.kind == "variant" else
+                   {f"a_{ga.kind}": ga.value, f"b_{gb.kind}": gb.value})
+    return respond(request, "compare.html", data, fragment="_compare_table.html", context=context)
+
+
+def _side(session, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    data = load_run(session, run_id)
+    pk = data.pop("_pk")
+    data.pop("lane", None)
+    data.pop("run_events", None)
+    steps, total = queries.get_steps(session, run_pk=pk, offset=0, limit=PAIR_STEPS)
+    return data, [compare.compact_step(s) for s in steps], total
+
+
+@router.get("/pair", include_in_schema=False)
+@router.get("/api/pair", summary="Two runs side by side, steps aligned by index")
+def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min_length=1, max_length=200)],
+              b: Annotated[Optional[str], Query(max_length=200)] = None) -> Any:
+    """Run a against run b (b defaults to a's twin in another variant of the same experiment)."""
+    if not b:
+        row = queries.get_run_row(session, run_id=a)
+        if row is None:
+            raise QitaError("no run with this id", status=404)
+        b = compare_queries.find_partner(session, run=row)
+        if b is None:
+            raise QitaError("this run has no twin in another variant of its experiment: give b=RUN_ID", status=404)
+    side_a, steps_a, total_a = _side(session, a)
+    side_b, steps_b, total_b = _side(session, b)
+    early = side_a.get("early_stop")
+    stop_a = early.get("step") if early and early.get("step") is not None else (
+        max(s["step"] for s in steps_a) if steps_a else None)
+    data = {
+        "a": side_a,
+        "b": side_b,
+        "steps": compare.align_steps(steps_a, steps_b, stop_a=stop_a),
+        "steps_total": {"a": total_a, "b": total_b},
+        "steps_shown": PAIR_STEPS,
+        "stop_a": stop_a,
+    }
+    return respond(request, "pair.html", data)

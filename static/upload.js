@@ -1,0 +1,65 @@
+// Upload page: drag and drop onto the drop zone, and a progress bar while the files go up.
+// The form itself is posted by htmx (XMLHttpRequest); this file only reads its progress
+// events and sets text with textContent: it never builds HTML from strings.
+(function () {
+  "use strict";
+  var form = document.getElementById("upload-form");
+  if (!form) return;
+  var input = document.getElementById("files");
+  var zone = document.getElementById("drop-zone");
+  var bar = document.getElementById("upload-progress");
+  var status = document.getElementById("upload-status");
+  var chosen = document.getElementById("chosen");
+
+  function showChosen() {
+    var names = Array.prototype.map.call(input.files || [], function (f) { return f.name; });
+    chosen.textContent = names.length ? "chosen: " + names.join(", ") : "";
+  }
+  input.addEventListener("change", showChosen);
+
+  ["dragenter", "dragover"].forEach(function (name) {
+    zone.addEventListener(name, function (ev) { ev.preventDefault(); zone.classList.add("dragging"); });
+  });
+  ["dragleave", "drop"].forEach(function (name) {
+    zone.addEventListener(name, function () { zone.classList.remove("dragging"); });
+  });
+  zone.addEventListener("drop", function (ev) {
+    ev.preventDefault();
+    if (!ev.dataTransfer || !ev.dataTransfer.files || !ev.dataTransfer.files.length) return;
+    input.files = ev.dataTransfer.files;
+    showChosen();
+    form.requestSubmit();
+  });
+
+  form.addEventListener("htmx:beforeRequest", function () {
+    bar.hidden = false;
+    bar.value = 0;
+    status.textContent = "uploading…";
+  });
+  form.addEventListener("htmx:xhr:progress", function (ev) {
+    var d = ev.detail || {};
+    if (d.lengthComputable && d.total) {
+      bar.value = Math.round(100 * d.loaded / d.total);
+      status.textContent = "uploading… " + bar.value + "%";
+    }
+  });
+  form.addEventListener("htmx:afterRequest", function (ev) {
+    bar.hidden = true;
+    if (ev.detail && ev.detail.successful) status.textContent = "";
+  });
+  form.addEventListener("htmx:responseError", function (ev) {
+    var xhr = ev.detail && ev.detail.xhr;
+    var message = "";
+    if (xhr && xhr.responseText) {
+      var doc = new DOMParser().parseFromString(xhr.responseText, "text/html");
+      var el = doc.querySelector(".error-message");
+      message = (el || doc.body).textContent.trim();
+    }
+    status.textContent = "Upload refused" + (xhr ? " (HTTP " + xhr.status + ")" : "") + (message ? ": " + message : "");
+    status.classList.add("error-text");
+  });
+  form.addEventListener("htmx:sendError", function () {
+    status.textContent = "Upload failed: the connection to the board was lost.";
+    status.classList.add("error-text");
+  });
+})();

@@ -1,0 +1,208 @@
+"""Compare figures on a crafted smoke/e2e experiment; every expected number is worked out by hand below."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from tests.conftest import write_jsonl
+
+
+def run_records(run_id: str, task: str, variant: str, rep: int, *, passed: Optional[bool], early: Optional[str] = None,
+                steps: int, tokens: int, elapsed: float, cost: Optional[float], ts: str = "2026-01-01T10:00:00Z",
+                experiment: str = "exp", tags: Optional[list[str]] = None, step_records: bool = False,
+                finished: bool = True) -> list[dict[str, Any]]:
+    """One run: graded on criterion c1 (score 1 = pass) unless passed is None (no criteria: not graded)."""
+    start = {"type": "run_start", "run_id": run_id, "ts": ts, "experiment": experiment, "variant": variant,
+             "task_id": task, "replicate": rep, "early_stop": {"enabled": early is not None}, "tags": tags or [],
+             "criteria": [] if passed is None else [
+                 {"id": "c1", "type": "skill_triggered", "description": "loads the skill", "stop_when": "decided"},
+                 {"id": "c2", "type": "file_exists", "description": "writes the file"}]}
+    out: list[dict[str, Any]] = [start]
+    if step_records:
+        out += [{"type": "step", "run_id": run_id, "step": i, "actions": [{"name": f"tool{i}", "args": {}}],
+                 "tokens": {"total": 10}} for i in range(steps)]
+    if passed is not None:
+        out.append({"type": "criterion", "run_id": run_id, "id": "c1", "score": 1.0 if passed else 0.0})
+        out.append({"type": "criterion", "run_id": run_id, "id": "c2", "score": 1.0 if passed else 0.0})
+    if early:
+        out.append({"type": "early_stop", "run_id": run_id, "reason": early, "deciding_criterion": "c1",
+                    "armed_criteria": ["c1"], "step": steps - 1, "turns_remaining": 5})
+    if finished:
+        out.append({"type": "run_end", "run_id": run_id, "status": "completed", "ts": ts,
+                    "stop_reason": "early_stop" if early else "final", "steps": steps, "tokens": {"total": tokens},
+                    "elapsed_s": elapsed, "cost_usd": cost})
+    return out
+
+
+def crafted(path: Path) -> Path:
+    """smoke (a) vs e2e (b) of experiment `exp`.
+
+    pair        smoke                               e2e            agree
+    t1 #0       pass, stopped early (passed)        pass           yes
+    t1 #1       pass, stopped early (passed)        fail           NO  (pass-stop that misses a later failure)
+    t2 #0       fail, ran to the end                fail (latest)  yes (an older e2e run of t2 #0 passed: set aside)
+    t3 #0       not graded (no criteria)            pass           left out
+    t4 #0       fail, stopped early (failed)        fail           yes
+    t5 #0       pass                                —              only in smoke
+    t6 #0       —                                   fail           only in e2e
+    """
+    recs: list[dict[str, Any]] = []
+    recs += run_records("s-t1-0", "t1", "smoke", 0, passed=True, early="criterion_passed", steps=2, tokens=200, elapsed=1.5, cost=0.02)
+    recs += run_records("e-t1-0", "t1", "e2e", 0, passed=True, steps=6, tokens=600, elapsed=6.0, cost=0.06)
+    recs += run_records("s-t1-1", "t1", "smoke", 1, passed=True, early="criterion_passed", steps=3, tokens=300, elapsed=2.5, cost=0.03, step_records=True)
+    recs += run_records("e-t1-1", "t1", "e2e", 1, passed=False, steps=8, tokens=800, elapsed=8.0, cost=0.08, step_records=True)
+    recs += run_records("s-t2-0", "t2", "smoke", 0, passed=False, steps=5, tokens=500, elapsed=5.0, cost=None)
+    recs += run_records("e-t2-0-old", "t2", "e2e", 0, passed=True, steps=99, tokens=9900, elapsed=99.0, cost=0.99, ts="2025-12-31T10:00:00Z")
+    recs += run_records("e-t2-0", "t2", "e2e", 0, passed=False, steps=5, tokens=500, elapsed=5.0, cost=0.05)
+    recs += run_records("s-t3-0", "t3", "smoke", 0, passed=None, steps=1, tokens=100, elapsed=1.0, cost=0.01)
+    recs += run_records("e-t3-0", "t3", "e2e", 0, passed=True, steps=4, tokens=400, elapsed=4.0, cost=0.04)
+    recs += run_records("s-t4-0", "t4", "smoke", 0, passed=False, early="criterion_failed", steps=2, tokens=250, elapsed=2.0, cost=0.02)
+    recs += run_records("e-t4-0", "t4", "e2e", 0, passed=False, steps=10, tokens=1000, elapsed=10.0, cost=0.10)
+    recs += run_records("s-t5-0", "t5", "smoke", 0, passed=True, steps=1, tokens=10, elapsed=1.0, cost=0.01)
+    recs += run_records("e-t6-0", "t6", "e2e", 0, passed=False, steps=1, tokens=10, elapsed=1.0, cost=0.01)
+    return write_jsonl(path, recs)
+
+
+@pytest.fixture
+def experiment(ingest, tmp_path):
+    report = ingest(crafted(tmp_path / "exp.jsonl"))
+    assert report.ok, report.errors
+    return report
+
+
+def test_summary_figures_by_hand(client, experiment):
+    data = client.get("/api/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"}).json()
+    s = data["summary"]
+    assert s["paired"] == 5  # t1#0, t1#1, t2#0, t3#0, t4#0
+    assert s["only_a"] == ["t5"] and s["only_b"] == ["t6"]
+    assert s["not_graded"] == 1  # t3: smoke has no criteria
+    assert s["verdict_agreement"] == {"agree": 3, "total": 4}  # t1#0, t2#0, t4#0 of the 4 graded
+    assert s["confusion"] == {"pass_pass": 1, "pass_fail": 1, "fail_pass": 0, "fail_fail": 2}
+    assert s["early_stopped_a"] == 3  # t1#0, t1#1, t4#0
+    assert s["early_stop_agree"] == 2 and s["early_stop_disagree"] == 1
+    # steps: smoke 2+3+5+1+2 = 13, e2e 6+8+5+4+10 = 33 (the set-aside old t2 run's 99 is not counted)
+    assert (s["steps"]["a"], s["steps"]["b"]) == (13, 33)
+    assert s["steps"]["saved_pct"] == pytest.approx(100 * 20 / 33)
+    # tokens: 200+300+500+100+250 = 1350 vs 600+800+500+400+1000 = 3300
+    assert (s["tokens"]["a"], s["tokens"]["b"]) == (1350, 3300)
+    assert s["tokens"]["saved_pct"] == pytest.approx(100 * 1950 / 3300)
+    # elapsed: 1.5+2.5+5+1+2 = 12 vs 33
+    assert s["elapsed_s"]["a"] == pytest.approx(12.0) and s["elapsed_s"]["b"] == pytest.approx(33.0)
+    assert s["elapsed_s"]["saved_pct"] == pytest.approx(100 * 21 / 33)
+    # cost: t2's smoke run has none, so t2 is left out of cost: 0.02+0.03+0.01+0.02 = 0.08 vs 0.06+0.08+0.04+0.10 = 0.28
+    assert s["cost_usd"]["a"] == pytest.approx(0.08) and s["cost_usd"]["b"] == pytest.approx(0.28)
+    assert s["cost_usd"]["saved_pct"] == pytest.approx(100 * 0.20 / 0.28)
+    assert (s["cost_usd"]["pairs"], s["cost_usd"]["missing"]) == (4, 1)
+    assert data["duplicates"]["b"] == [{"task_id": "t2", "replicate": 0, "run_id": "e-t2-0-old", "kept_run_id": "e-t2-0"}]
+    assert data["headline"] == ("Verdicts identical on 3 of 4 paired tasks (1 not graded left out); "
+                                "smoke used 61% fewer steps and 59% fewer tokens.")
+
+
+def test_pairs_list_both_sides(client, experiment):
+    data = client.get("/api/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"}).json()
+    pairs = {(p["task_id"], p["replicate"]): p for p in data["pairs"]}
+    assert sorted(pairs) == [("t1", 0), ("t1", 1), ("t2", 0), ("t3", 0), ("t4", 0)]
+    p = pairs[("t1", 1)]
+    assert p["agree"] is False
+    assert p["a"] == {**p["a"], "run_id": "s-t1-1", "verdict": "pass", "stop_reason": "early_stop",
+                      "early_stop_reason": "criterion_passed", "steps": 3, "tokens": 300, "elapsed_s": 2.5, "cost_usd": 0.03}
+    assert p["b"] == {**p["b"], "run_id": "e-t1-1", "verdict": "fail", "stop_reason": "final", "early_stop_reason": None,
+                      "steps": 8, "tokens": 800}
+    assert pairs[("t3", 0)]["agree"] is None and pairs[("t3", 0)]["a"]["verdict"] == "not_graded"
+    assert pairs[("t2", 0)]["b"]["run_id"] == "e-t2-0"
+
+
+def test_disagreements_only_and_sorting(client, experiment):
+    base = {"experiment": "exp", "a": "smoke", "b": "e2e"}
+    only = client.get("/api/compare", params={**base, "only": "disagree"}).json()
+    assert [(p["task_id"], p["replicate"]) for p in only["pairs"]] == [("t1", 1)]
+    assert only["summary"]["paired"] == 5  # the filter narrows the table, not the figures
+    first = client.get("/api/compare", params={**base, "sort": "disagreement"}).json()["pairs"]
+    assert [p["agree"] for p in first] == [False, None, True, True, True]
+    # steps saved per pair: t1#0 4/6=67%, t1#1 5/8=62.5%, t2#0 0%, t3#0 3/4=75%, t4#0 8/10=80%
+    by_saving = client.get("/api/compare", params={**base, "sort": "savings"}).json()["pairs"]
+    assert [(p["task_id"], p["replicate"]) for p in by_saving] == [("t4", 0), ("t3", 0), ("t1", 0), ("t1", 1), ("t2", 0)]
+
+
+def test_default_comparison_prefers_smoke_and_e2e(client, experiment, ingest, tmp_path):
+    write_jsonl(tmp_path / "other.jsonl", run_records("o1", "t1", "alpha", 0, passed=True, steps=1, tokens=1, elapsed=1,
+                                                        cost=0, experiment="aaa")
+                + run_records("o2", "t1", "beta", 0, passed=True, steps=1, tokens=1, elapsed=1, cost=0, experiment="aaa"))
+    ingest(tmp_path / "other.jsonl")
+    data = client.get("/api/compare").json()
+    assert data["groups"] == {"a": {"kind": "variant", "value": "smoke", "experiment": "exp"},
+                              "b": {"kind": "variant", "value": "e2e", "experiment": "exp"}}
+
+
+def test_nothing_to_compare_shows_the_chooser(client):
+    data = client.get("/api/compare").json()
+    assert data["groups"] is None
+    page = client.get("/compare")
+    assert page.status_code == 200 and "Choose two groups" in page.text
+
+
+def test_half_given_groups_are_a_clear_400(client, experiment):
+    r = client.get("/api/compare", params={"a_experiment": "exp"})
+    assert r.status_code == 400 and "b_experiment" in r.json()["error"]
+
+
+def test_two_experiments_and_two_tags(client, ingest, tmp_path):
+    recs = (run_records("x1", "t1", None, 0, passed=True, steps=2, tokens=20, elapsed=2, cost=0.2, experiment="X", tags=["fast"])
+            + run_records("x2", "t2", None, 0, passed=False, steps=2, tokens=20, elapsed=2, cost=0.2, experiment="X", tags=["fast"])
+            + run_records("y1", "t1", None, 0, passed=False, steps=4, tokens=40, elapsed=4, cost=0.4, experiment="Y", tags=["slow"])
+            + run_records("y2", "t2", None, 0, passed=False, steps=8, tokens=80, elapsed=8, cost=0.8, experiment="Y", tags=["slow"]))
+    assert ingest(write_jsonl(tmp_path / "xy.jsonl", recs)).ok
+    for params in ({"a_experiment": "X", "b_experiment": "Y"}, {"a_tag": "fast", "b_tag": "slow"}):
+        s = client.get("/api/compare", params=params).json()["summary"]
+        assert s["paired"] == 2
+        assert s["confusion"] == {"pass_pass": 0, "pass_fail": 1, "fail_pass": 0, "fail_fail": 1}
+        assert (s["steps"]["a"], s["steps"]["b"]) == (4, 12)
+        assert s["steps"]["saved_pct"] == pytest.approx(100 * 8 / 12)
+
+
+def test_unfinished_run_counts_as_not_graded_and_zero_b_gives_null_savings(client, ingest, tmp_path):
+    recs = (run_records("s1", "t1", "smoke", 0, passed=True, steps=0, tokens=0, elapsed=0, cost=0)
+            + run_records("e1", "t1", "e2e", 0, passed=True, steps=0, tokens=0, elapsed=0, cost=0, finished=False))
+    assert ingest(write_jsonl(tmp_path / "u.jsonl", recs), closed=False).ok
+    s = client.get("/api/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"}).json()["summary"]
+    assert s["paired"] == 1 and s["not_graded"] == 1
+    assert s["verdict_agreement"] == {"agree": 0, "total": 0}
+    assert s["steps"] == {**s["steps"], "a": 0, "b": 0, "saved_pct": None}
+
+
+def test_page_shows_headline_matrix_bars_and_links_to_pairs(client, experiment):
+    page = client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"})
+    assert page.status_code == 200
+    text = page.text
+    assert "Verdicts identical on 3 of 4 paired tasks" in text
+    assert "<svg" in text and 'class="bar-a"' in text
+    assert "stopped early and disagreed" in text
+    assert '/pair?a=s-t1-1&amp;b=e-t1-1' in text
+    fragment = client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e", "only": "disagree"},
+                          headers={"HX-Request": "true"})
+    assert "<html" not in fragment.text and fragment.text.count('class="pair-row') == 1
+
+
+def test_pair_view_aligns_steps_and_marks_what_smoke_did_not_run(client, experiment):
+    data = client.get("/api/pair", params={"a": "s-t1-1", "b": "e-t1-1"}).json()
+    assert data["a"]["run"]["run_id"] == "s-t1-1" and data["b"]["run"]["run_id"] == "e-t1-1"
+    assert data["stop_a"] == 2  # the early_stop record's step (3 steps: 0, 1, 2)
+    rows = data["steps"]
+    assert [r["step"] for r in rows] == list(range(8))
+    assert [r["not_run_by_a"] for r in rows] == [False, False, False, True, True, True, True, True]
+    assert rows[2]["stop_here"] is True and rows[2]["a"]["actions"] == ["tool2"]
+    armed = {c["id"]: c for c in data["a"]["criteria"]}
+    assert armed["c1"]["armed"] is True and armed["c2"]["advisory"] is True
+    page = client.get("/pair", params={"a": "s-t1-1", "b": "e-t1-1"})
+    assert page.text.count("not run by smoke") == 5
+    assert "smoke stopped here" in page.text
+
+
+def test_pair_without_b_finds_the_twin(client, experiment):
+    data = client.get("/api/pair", params={"a": "s-t4-0"}).json()
+    assert data["b"]["run"]["run_id"] == "e-t4-0"
+    assert client.get("/api/pair", params={"a": "s-t5-0"}).status_code == 404
+    assert client.get("/api/pair", params={"a": "nope", "b": "e-t4-0"}).status_code == 404

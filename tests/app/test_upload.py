@@ -1,0 +1,199 @@
+"""Uploads through POST /api/traces and the /upload form: formats, rejected lines, idempotence, limits."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import Session
+
+from app import queries
+from app.main import create_app
+from app.settings import Settings
+from tests.app.test_coder_eval import smoke_e2e_results
+
+
+def lines(*records) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records)
+
+
+GOOD = lines(
+    {"type": "run_start", "run_id": "up/1", "task_id": "t1", "criteria": [{"id": "c1"}]},
+    b"{this is not json",
+    {"type": "criterion", "run_id": "up/1", "id": "c1", "score": 1.0},
+    {"type": "criterion", "run_id": "up/1", "score": 0.5},
+    {"type": "run_end", "run_id": "up/1", "status": "completed", "stop_reason": "final", "steps": 1},
+)
+
+
+def post(client, *files, **params):
+    return client.post("/api/traces", params=params, files=[("files", f) for f in files])
+
+
+def test_jsonl_upload_keeps_good_lines_and_names_bad_ones(client):
+    r = post(client, ("runs.jsonl", GOOD))
+    assert r.status_code == 200
+    body = r.json()
+    assert body["runs_created"] == ["up/1"] and body["runs_updated"] == []
+    assert len(body["rejected"]) == 2
+    assert body["rejected"][0].startswith("runs.jsonl:2: invalid JSON")
+    assert body["rejected"][1] == "runs.jsonl:4: missing field 'id'"
+    run = client.get("/api/runs/up%2F1").json()["run"]
+    assert run["verdict"] == "pass" and run["state"] == "finished"
+
+
+def test_same_file_twice_changes_nothing(client):
+    first = post(client, ("runs.jsonl", GOOD)).json()
+    before = client.get("/api/runs/up%2F1").json()
+    second = post(client, ("runs.jsonl", GOOD)).json()
+    assert first["records"] == 3
+    assert second["records"] == 0 and second["runs_created"] == [] and second["runs_updated"] == []
+    assert second["rejected"] == [] and second["unchanged"] is True
+    assert client.get("/api/runs/up%2F1").json() == before
+    assert client.get("/api/runs").json()["count"] == 1
+
+
+def test_several_files_at_once_gzip_and_error_labels_never_show_server_paths(client):
+    gz = gzip.compress(lines({"type": "run_start", "run_id": "gz-run"}, b"[1]",
+                             {"type": "run_end", "run_id": "gz-run", "status": "completed"}))
+    r = post(client, ("a.jsonl", GOOD), ("b.jsonl.gz", gz), ("notes.txt", b"hello"))
+    body = r.json()
+    assert sorted(body["runs_created"]) == ["gz-run", "up/1"]
+    assert "b.jsonl.gz:2: not a JSON object (got an array)" in body["rejected"]
+    assert "notes.txt: rejected: not a trace file (expected .jsonl, .jsonl.gz or .zip)" in body["rejected"]
+    assert not any("/tmp" in e or "qita-upload" in e for e in body["rejected"])
+
+
+def test_client_filename_is_only_a_label(client, tmp_path):
+    r = post(client, ("../../etc/evil.jsonl", GOOD))
+    assert r.json()["runs_created"] == ["up/1"]
+    assert r.json()["rejected"][0].startswith("evil.jsonl:2:")
+
+
+def qitos_zip(qitos_runs: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for folder in sorted(qitos_runs.iterdir())[:2]:
+            for f in folder.rglob("*"):
+                if f.is_file():
+                    zf.write(f, f"runs/{f.relative_to(qitos_runs)}")
+    return buf.getvalue()
+
+
+def test_zip_of_qitos_run_folders(client, qitos_runs):
+    body = post(client, ("qitos.zip", qitos_zip(qitos_runs))).json()
+    assert len(body["runs_created"]) == 2
+    assert all(e.startswith("qitos.zip/") for e in body["rejected"])
+    again = post(client, ("qitos.zip", qitos_zip(qitos_runs))).json()
+    assert again["runs_created"] == [] and again["records"] == 0
+
+
+def test_zip_of_coder_eval_results(client, tmp_path):
+    folder = smoke_e2e_results(tmp_path)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for f in folder.rglob("*"):
+            if f.is_file():
+                zf.write(f, str(f.relative_to(tmp_path)))
+    body = post(client, ("results.zip", buf.getvalue())).json()
+    assert sorted(body["runs_created"]) == ["ce-run-1/e2e/activate/00", "ce-run-1/smoke/activate/00"]
+    s = client.get("/api/compare").json()["summary"]
+    assert s["paired"] == 1 and s["confusion"]["pass_fail"] == 1 and s["early_stop_disagree"] == 1
+
+
+def test_zip_entries_never_land_outside(client, tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("../escape.jsonl", GOOD)
+        zf.writestr("/abs.jsonl", GOOD)
+        zf.writestr("ok/inner.jsonl", GOOD)
+    body = post(client, ("evil.zip", buf.getvalue())).json()
+    assert body["runs_created"] == ["up/1"]
+    skipped = [e for e in body["rejected"] if "points outside the archive" in e]
+    assert len(skipped) == 2
+    assert any(e.startswith("evil.zip/ok/inner.jsonl:2:") for e in body["rejected"])
+
+
+@pytest.fixture
+def small_client(tmp_path):
+    settings = Settings(db=str(tmp_path / "small.db"), max_upload_bytes=4096, max_archive_bytes=2048)
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def test_upload_over_the_limit_is_a_clear_413(small_client):
+    r = post(small_client, ("big.jsonl", b"x" * 5000))
+    assert r.status_code == 413
+    assert "upload too large" in r.json()["error"] and "4,096" in r.json()["error"]
+    assert small_client.get("/api/runs").json()["count"] == 0
+
+
+def test_streamed_body_without_length_is_cut_at_the_limit(small_client):
+    boundary = "XyZ"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.jsonl\"\r\n\r\n").encode()
+
+    def chunks():
+        yield head
+        for _ in range(10):
+            yield b"y" * 1000
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    r = small_client.post("/api/traces", content=chunks(),
+                          headers={"content-type": f"multipart/form-data; boundary={boundary}"})
+    assert r.status_code == 413
+
+
+def test_archive_decompressed_limit(small_client):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("a.jsonl", GOOD + b" " * 10000 + b"\n")
+    assert len(buf.getvalue()) < 4096
+    body = post(small_client, ("bomb.zip", buf.getvalue())).json()
+    assert any("decompresses to more than the limit of 2048 bytes" in e for e in body["rejected"])
+
+
+def test_empty_and_wrong_requests(client):
+    assert client.post("/api/traces", data={"x": "1"}).status_code == 415
+    r = client.post("/api/traces", files=[("files", ("", b""))])
+    assert r.status_code == 400 and "no file" in r.json()["error"]
+
+
+def test_wait_false_returns_a_job_to_poll(client):
+    r = post(client, ("runs.jsonl", GOOD), wait="false")
+    assert r.status_code == 202
+    job_id = r.json()["id"]
+    job = client.get(f"/api/jobs/{job_id}").json()
+    for _ in range(100):
+        if job["state"] == "done":
+            break
+        job = client.get(f"/api/jobs/{job_id}").json()
+    assert job["state"] == "done" and job["result"]["runs_created"] == ["up/1"]
+
+
+def test_form_post_renders_links_and_rejected_lines(client):
+    r = client.post("/upload", files=[("files", ("runs.jsonl", GOOD))], headers={"HX-Request": "true"})
+    assert r.status_code == 200 and "<html" not in r.text
+    assert 'href="/runs/up%2F1"' in r.text
+    assert "runs.jsonl:2: invalid JSON" in r.text
+    full = client.post("/upload", files=[("files", ("runs.jsonl", GOOD))])
+    assert "<html" in full.text and "Nothing new" in full.text
+
+
+def test_cross_site_upload_is_refused(client):
+    r = client.post("/api/traces", files=[("files", ("runs.jsonl", GOOD))], headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403
+    assert client.get("/api/runs").json()["count"] == 0
+
+
+def test_upload_temp_files_are_removed(client, monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    post(client, ("runs.jsonl", GOOD))
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("qita-upload-")]

@@ -1,0 +1,45 @@
+"""Uploading in real Chromium: the file picker and the drop zone, then the result with links and rejected lines."""
+
+from __future__ import annotations
+
+import orjson
+
+TRACE = b"".join(orjson.dumps(r) + b"\n" for r in [
+    {"type": "run_start", "run_id": "browser/run", "task_id": "t1", "criteria": [{"id": "c1"}]},
+    {"type": "criterion", "run_id": "browser/run", "id": "c1", "score": 1.0},
+]) + b"not json at all\n" + orjson.dumps({"type": "run_end", "run_id": "browser/run", "status": "completed",
+                                           "stop_reason": "final"}) + b"\n"
+
+
+def test_upload_with_the_file_picker(live_server, page):
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "picked.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
+    assert "picked.jsonl" in page.locator("#chosen").inner_text()
+    page.get_by_role("button", name="Upload").click()
+    result = page.locator(".upload-result")
+    result.wait_for()
+    assert "picked.jsonl:3: invalid JSON" in result.locator(".rejected").inner_text()
+    link = result.locator(".runs-created a")
+    assert link.inner_text() == "browser/run"
+    link.click()
+    page.wait_for_url("**/runs/browser%2Frun")
+    assert "final answer" in page.locator(".run-head .badges").inner_text()
+    assert page.errors == []
+
+
+def test_upload_by_dropping_a_file(live_server, page):
+    page.goto(live_server.url + "/upload")
+    data = page.evaluate_handle("""(text) => {
+        const dt = new DataTransfer();
+        dt.items.add(new File([text], "dropped.jsonl", {type: "application/x-ndjson"}));
+        return dt;
+    }""", TRACE.decode())
+    page.dispatch_event("#drop-zone", "drop", {"dataTransfer": data})
+    result = page.locator(".upload-result")
+    result.wait_for()
+    assert result.locator(".runs-created a").inner_text() == "browser/run"
+    assert "dropped.jsonl:3:" in result.locator(".rejected").inner_text()
+    # The same file again: nothing new.
+    page.dispatch_event("#drop-zone", "drop", {"dataTransfer": data})
+    page.locator("#upload-unchanged").wait_for()
+    assert page.errors == []
