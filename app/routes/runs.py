@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -17,6 +18,8 @@ from ..render import respond
 router = APIRouter(tags=["runs"])
 
 PUBLIC_FIELDS = set(RunPublic.model_fields)
+STATES = ("running", "abandoned", "finished")
+VERDICTS = ("pass", "fail", "not_graded", "none")
 
 
 def _bool(value: Optional[str]) -> Optional[bool]:
@@ -33,9 +36,9 @@ def run_filters(
     q: Annotated[Optional[str], Query(max_length=500, description="Search run id, task id, objective, final result, stop detail")] = None,
     experiment: Optional[str] = None,
     variant: Optional[str] = None,
-    state: Optional[Literal["running", "abandoned", "finished"]] = None,
+    state: Annotated[Optional[str], Query(description="running, abandoned or finished")] = None,
     stop_reason: Optional[str] = None,
-    verdict: Optional[Literal["pass", "fail", "not_graded", "none"]] = None,
+    verdict: Annotated[Optional[str], Query(description="pass, fail, not_graded or none (no verdict yet)")] = None,
     early_stopped: Annotated[Optional[str], Query(description="true or false")] = None,
     model: Optional[str] = None,
     tag: Optional[str] = None,
@@ -45,7 +48,11 @@ def run_filters(
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> queries.RunFilters:
-    """The list's query parameters as one object."""
+    """The list's query parameters as one object (an empty value means "any", as the form sends it)."""
+    if state and state not in STATES:
+        raise QitaError(f"state must be one of {', '.join(STATES)}")
+    if verdict and verdict not in VERDICTS:
+        raise QitaError(f"verdict must be one of {', '.join(VERDICTS)}")
     return queries.RunFilters(q=q or None, experiment=experiment or None, variant=variant or None, state=state,
                               stop_reason=stop_reason or None, verdict=verdict, early_stopped=_bool(early_stopped),
                               model=model or None, tag=tag or None, task_id=task_id or None, sort=sort, order=order,
@@ -76,7 +83,12 @@ def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any
     page = not request.url.path.startswith("/api/")
     context = {"filters": filters, "facets": queries.facet_values(session) if page else {},
                "live_stamp": queries.runs_live_stamp(session) if page else ""}
-    return respond(request, "runs.html", data, fragment="_runs_results.html", context=context)
+    response = respond(request, "runs.html", data, fragment="_runs_results.html", context=context)
+    if request.headers.get("hx-trigger") == "filters":
+        # The form sends every field, empty ones too: keep the shared URL to what is set.
+        query = urlencode(filters.as_params())
+        response.headers["HX-Push-Url"] = "/" + ("?" + query if query else "")
+    return response
 
 
 def load_run(session, run_id: str) -> dict[str, Any]:
