@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -264,7 +265,9 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
     for c in session.execute(select(CRITICS).where(CRITICS.c.run_pk == run_pk, CRITICS.c.step.in_(idxs))
                              .order_by(CRITICS.c.step, CRITICS.c.idx)).mappings():
         critics.setdefault(c["step"], []).append({
-            "critic": c["critic"], "action": c["action"], "effective_action": c["effective_action"],
+            # QitOS critic outputs carry no name: number them in the order they ran.
+            "critic": c["critic"], "name": c["critic"] if c["critic"] else f"critic #{c['idx'] + 1}",
+            "action": c["action"], "effective_action": c["effective_action"],
             "reason": c["reason"], "score": c["score"], "details": c["details"]})
     events: dict[int, list[dict[str, Any]]] = {}
     for e in session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
@@ -274,6 +277,8 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
     out = []
     for r in rows:
         record = _loads(r["record"])
+        step_events = [{"phase": e["phase"], "ok": e["ok"], "ts": e["ts"], "record": _loads(e["record"])}
+                       for e in events.get(r["step"], [])]
         out.append({
             "step": r["step"],
             "ts": r["ts"],
@@ -284,8 +289,8 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
             "critic_action": r["critic_action"],
             "critic_score": r["critic_score"],
             "critic_outputs": critics.get(r["step"], []),
-            "events": [{"phase": e["phase"], "ok": e["ok"], "ts": e["ts"], "record": _loads(e["record"])}
-                       for e in events.get(r["step"], [])],
+            "events": step_events,
+            "extras": step_extras(step_events),
             "record": record,
         })
     return out, total
@@ -307,3 +312,164 @@ def _loads(text: Optional[str]) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
+
+
+# -- run view: lazily loaded values, QitOS extras, live stamps ---------------------------
+
+#: Longest JSON pointer accepted for a lazily loaded value, and its deepest nesting.
+MAX_POINTER_CHARS = 1000
+MAX_POINTER_DEPTH = 32
+
+
+def parse_pointer(pointer: str) -> list[str]:
+    """The tokens of a JSON pointer (RFC 6901) into a stored record; ValueError when malformed.
+
+    It addresses data inside one record, never a file: tokens are only looked up as
+    keys or list indexes of the parsed record.
+    """
+    if not isinstance(pointer, str) or len(pointer) > MAX_POINTER_CHARS:
+        raise ValueError("path too long")
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise ValueError("path must be a JSON pointer starting with '/'")
+    tokens = pointer[1:].split("/")
+    if len(tokens) > MAX_POINTER_DEPTH:
+        raise ValueError("path too deep")
+    out = []
+    for tok in tokens:
+        if "~" in tok.replace("~0", "").replace("~1", ""):
+            raise ValueError("bad escape in path")
+        out.append(tok.replace("~1", "/").replace("~0", "~"))
+    return out
+
+
+def make_pointer(*tokens: Any) -> str:
+    """A JSON pointer from keys and indexes (inverse of parse_pointer)."""
+    return "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+def resolve_pointer(value: Any, tokens: list[str]) -> Any:
+    """The value at `tokens` inside `value`; KeyError when it is not there."""
+    for tok in tokens:
+        if isinstance(value, dict):
+            if tok not in value:
+                raise KeyError(tok)
+            value = value[tok]
+        elif isinstance(value, list):
+            if not tok.isdigit() or int(tok) >= len(value):
+                raise KeyError(tok)
+            value = value[int(tok)]
+        else:
+            raise KeyError(tok)
+    return value
+
+
+def get_step_field(session: Session, *, run_pk: int, step: int, pointer: str, event: Optional[int] = None) -> Any:
+    """One value inside a stored step record (or inside the step's `event`-th event record).
+
+    Raises KeyError when the step, event or path does not exist, ValueError when the
+    path is malformed.
+    """
+    tokens = parse_pointer(pointer)
+    if event is None:
+        text = session.execute(select(STEPS.c.record).where(STEPS.c.run_pk == run_pk, STEPS.c.step == step)).scalar_one_or_none()
+    else:
+        text = session.execute(select(EVENTS.c.record).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
+                               .order_by(EVENTS.c.ts, EVENTS.c.id).offset(max(0, event)).limit(1)).scalar_one_or_none()
+    if text is None:
+        raise KeyError("no such step or event")
+    return resolve_pointer(_loads(text), tokens)
+
+
+def step_extras(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a QitOS-style run keeps only in its events: the model's thought (DECIDE
+    `raw_output`) and the memory it observed (OBSERVE `memory`), with where they live so a
+    long value can be loaded on demand."""
+    out = []
+    for i, e in enumerate(events):
+        payload = e["record"].get("payload") if isinstance(e.get("record"), dict) else None
+        if not isinstance(payload, dict):
+            continue
+        phase = (e.get("phase") or "").upper()
+        if phase == "DECIDE" and payload.get("raw_output") is not None:
+            out.append({"label": "thought", "event": i, "path": "/payload/raw_output", "value": payload["raw_output"]})
+        elif phase == "OBSERVE" and payload.get("memory") not in (None, {}, []):
+            out.append({"label": "memory", "event": i, "path": "/payload/memory", "value": payload["memory"]})
+    return out
+
+
+def run_live_stamp(session: Session, *, run_id: str) -> Optional[dict[str, Any]]:
+    """What changes when a run gets new records or changes state (cheap: one row)."""
+    row = session.execute(select(RUNS.c.id, RUNS.c.steps, RUNS.c.state, RUNS.c.last_seen_at, RUNS.c.verdict,
+                                 RUNS.c.has_end).where(RUNS.c.run_id == run_id)).mappings().first()
+    if row is None:
+        return None
+    stamp = _digest(f"{row['steps']}|{row['state']}|{row['last_seen_at']}|{row['verdict']}|{row['has_end']}")
+    return {"pk": row["id"], "state": row["state"], "steps": row["steps"], "stamp": stamp}
+
+
+def runs_live_stamp(session: Session) -> str:
+    """What changes when any run is added, grows, or changes state."""
+    row = session.execute(select(func.count(), func.max(RUNS.c.last_seen_at),
+                                 func.sum(case((RUNS.c.state == "running", 1), else_=0)),
+                                 func.sum(case((RUNS.c.has_end.is_(True), 1), else_=0)))).first()
+    return _digest("|".join(str(v) for v in row))
+
+
+def _digest(text: str) -> str:
+    # A short opaque token: travels in URLs untouched and says nothing about the data.
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def steps_after(session: Session, *, run_pk: int, after: int) -> int:
+    """How many steps of the run have an index <= `after` (the offset of the next step)."""
+    return session.execute(select(func.count()).select_from(STEPS)
+                           .where(STEPS.c.run_pk == run_pk, STEPS.c.step <= after)).scalar_one()
+
+
+def export_records(session: Session, *, run_pk: int, batch: int = 500):
+    """The run's records in v1 order for export: run_start, each step followed by its events,
+    run-level events, criteria results, early_stop, run_end."""
+    run = session.execute(select(RUNS.c.run_id, RUNS.c.start_record, RUNS.c.end_record)
+                          .where(RUNS.c.id == run_pk)).mappings().first()
+    if run is None:
+        return
+    if run["start_record"]:
+        yield run["start_record"]
+    last = -1
+    while True:
+        rows = session.execute(select(STEPS.c.step, STEPS.c.record).where(STEPS.c.run_pk == run_pk, STEPS.c.step > last)
+                               .order_by(STEPS.c.step).limit(batch)).all()
+        if not rows:
+            break
+        idxs = [r[0] for r in rows]
+        events: dict[int, list[Any]] = {}
+        for st, rec in session.execute(select(EVENTS.c.step, EVENTS.c.record)
+                                       .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.in_(idxs))
+                                       .order_by(EVENTS.c.step, EVENTS.c.ts, EVENTS.c.id)):
+            events.setdefault(st, []).append(_loads(rec))
+        for st, rec in rows:
+            yield _loads(rec)
+            yield from events.get(st, [])
+        last = idxs[-1]
+    for rec in session.execute(select(EVENTS.c.record).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_(None))
+                               .order_by(EVENTS.c.ts, EVENTS.c.id)).scalars():
+        yield _loads(rec)
+    for rec in session.execute(select(CRITERIA.c.result).where(CRITERIA.c.run_pk == run_pk, CRITERIA.c.has_result.is_(True))
+                               .order_by(CRITERIA.c.position, CRITERIA.c.id)).scalars():
+        if rec:
+            yield rec
+    early = session.execute(select(EARLY.c.record).where(EARLY.c.run_pk == run_pk)).scalar_one_or_none()
+    if early:
+        yield early
+    if run["end_record"]:
+        yield run["end_record"]
+
+
+def get_step_events(session: Session, *, run_pk: int, step: int) -> list[dict[str, Any]]:
+    """One step's events in order (the same order the field loader's `event` index counts)."""
+    rows = session.execute(select(EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+                           .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
+                           .order_by(EVENTS.c.ts, EVENTS.c.id)).mappings()
+    return [{"phase": r["phase"], "ok": r["ok"], "ts": r["ts"], "record": _loads(r["record"])} for r in rows]

@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 
 from . import present
 from .paths import TEMPLATES
+from .queries import make_pointer
 from .urls import encode_run_id
 
 
@@ -61,6 +62,7 @@ def make_templates() -> Jinja2Templates:
         truncate=present.truncate,
         urlencode=lambda d: urlencode(d, doseq=True),
         run_url=lambda run_id, suffix="": f"/runs/{encode_run_id(run_id)}{suffix}",
+        ptr=make_pointer,
     )
     return templates
 

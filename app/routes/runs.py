@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import Response, StreamingResponse
 
-from .. import queries
+from .. import export, queries
 from ..deps import SessionDep, SettingsDep
 from ..errors import QitaError
 from ..models import RunPublic
@@ -16,6 +18,8 @@ from ..render import respond
 router = APIRouter(tags=["runs"])
 
 PUBLIC_FIELDS = set(RunPublic.model_fields)
+STATES = ("running", "abandoned", "finished")
+VERDICTS = ("pass", "fail", "not_graded", "none")
 
 
 def _bool(value: Optional[str]) -> Optional[bool]:
@@ -32,9 +36,9 @@ def run_filters(
     q: Annotated[Optional[str], Query(max_length=500, description="Search run id, task id, objective, final result, stop detail")] = None,
     experiment: Optional[str] = None,
     variant: Optional[str] = None,
-    state: Optional[Literal["running", "abandoned", "finished"]] = None,
+    state: Annotated[Optional[str], Query(description="running, abandoned or finished")] = None,
     stop_reason: Optional[str] = None,
-    verdict: Optional[Literal["pass", "fail", "not_graded", "none"]] = None,
+    verdict: Annotated[Optional[str], Query(description="pass, fail, not_graded or none (no verdict yet)")] = None,
     early_stopped: Annotated[Optional[str], Query(description="true or false")] = None,
     model: Optional[str] = None,
     tag: Optional[str] = None,
@@ -44,7 +48,11 @@ def run_filters(
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> queries.RunFilters:
-    """The list's query parameters as one object."""
+    """The list's query parameters as one object (an empty value means "any", as the form sends it)."""
+    if state and state not in STATES:
+        raise QitaError(f"state must be one of {', '.join(STATES)}")
+    if verdict and verdict not in VERDICTS:
+        raise QitaError(f"verdict must be one of {', '.join(VERDICTS)}")
     return queries.RunFilters(q=q or None, experiment=experiment or None, variant=variant or None, state=state,
                               stop_reason=stop_reason or None, verdict=verdict, early_stopped=_bool(early_stopped),
                               model=model or None, tag=tag or None, task_id=task_id or None, sort=sort, order=order,
@@ -72,8 +80,15 @@ def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any
         "stats": queries.run_stats(session, filters=filters),
         "version": request.app.state.writer.version,
     }
-    context = {"filters": filters, "facets": queries.facet_values(session) if not request.url.path.startswith("/api/") else {}}
-    return respond(request, "runs.html", data, fragment="_runs_results.html", context=context)
+    page = not request.url.path.startswith("/api/")
+    context = {"filters": filters, "facets": queries.facet_values(session) if page else {},
+               "live_stamp": queries.runs_live_stamp(session) if page else ""}
+    response = respond(request, "runs.html", data, fragment="_runs_results.html", context=context)
+    if request.headers.get("hx-trigger") == "filters":
+        # The form sends every field, empty ones too: keep the shared URL to what is set.
+        query = urlencode(filters.as_params())
+        response.headers["HX-Push-Url"] = "/" + ("?" + query if query else "")
+    return response
 
 
 def load_run(session, run_id: str) -> dict[str, Any]:
@@ -105,12 +120,15 @@ def load_run(session, run_id: str) -> dict[str, Any]:
 
 @router.get("/runs/{run_id:runid}", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}", summary="One run with its criteria and early-stop record")
-def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id: str) -> Any:
+def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
+            from_step: Annotated[Optional[int], Query(alias="from", ge=0, le=100_000_000)] = None) -> Any:
     """One run: header, criteria, early-stop record, verdict lane (steps come from /steps)."""
     data = load_run(session, run_id)
     pk = data.pop("_pk")
-    steps, total = queries.get_steps(session, run_pk=pk, offset=0, limit=settings.page_steps)
-    context = {"steps": steps, "steps_total": total, "offset": 0, "limit": settings.page_steps}
+    data["live"] = {"stamp": queries.run_live_stamp(session, run_id=run_id)["stamp"], "poll_s": settings.live_poll_s}
+    offset = queries.steps_after(session, run_pk=pk, after=from_step - 1) if from_step else 0
+    steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=settings.page_steps)
+    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": settings.page_steps}
     return respond(request, "run.html", data, fragment="_run_header.html", context=context)
 
 
@@ -128,3 +146,93 @@ def get_steps(request: Request, session: SessionDep, settings: SettingsDep, run_
     data = {"data": steps, "count": total, "offset": offset, "limit": limit}
     context = {"run": _public(row), "steps": steps, "steps_total": total, "offset": offset, "limit": limit}
     return respond(request, "steps.html", data, fragment="_steps.html", context=context)
+
+
+@router.get("/runs/{run_id:runid}/steps/{step}/field", include_in_schema=False)
+@router.get("/api/runs/{run_id:runid}/steps/{step}/field", summary="One full value inside a step's stored record")
+def get_field(request: Request, session: SessionDep, run_id: str, step: Annotated[int, Path(ge=0, le=100_000_000)],
+              path: Annotated[str, Query(max_length=queries.MAX_POINTER_CHARS,
+                                         description="JSON pointer into the stored record, e.g. /observation")] = "",
+              event: Annotated[Optional[int], Query(ge=0, le=1_000_000, description="the step's n-th event instead")] = None) -> Any:
+    """The whole value a page showed cut (loaded when the reader asks for it)."""
+    row = queries.run_live_stamp(session, run_id=run_id)
+    if row is None:
+        raise QitaError("no run with this id", status=404)
+    try:
+        value = queries.get_step_field(session, run_pk=row["pk"], step=step, pointer=path, event=event)
+    except ValueError as exc:
+        raise QitaError(f"bad path: {exc}", status=400) from None
+    except KeyError:
+        raise QitaError("no such value in this step", status=404) from None
+    return respond(request, "field.html", {"run_id": run_id, "step": step, "path": path, "event": event, "value": value},
+                   fragment="_field.html")
+
+
+@router.get("/runs/{run_id:runid}/live", include_in_schema=False)
+@router.get("/api/runs/{run_id:runid}/live", summary="Whether a run changed since `stamp`, and its new steps")
+def run_live(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
+             stamp: Annotated[str, Query(max_length=200)] = "",
+             after: Annotated[Optional[int], Query(ge=-1, le=100_000_000, description="last step the page shows")] = None) -> Any:
+    """Polled by an open run page: 204 while nothing changed, else the new header and steps."""
+    live = queries.run_live_stamp(session, run_id=run_id)
+    if live is None:
+        raise QitaError("no run with this id", status=404)
+    if live["stamp"] == stamp:
+        return Response(status_code=204)
+    data = load_run(session, run_id)
+    pk = data.pop("_pk")
+    data["live"] = {"stamp": live["stamp"], "poll_s": settings.live_poll_s}
+    steps, total, offset = [], live["steps"], 0
+    if after is not None:
+        offset = queries.steps_after(session, run_pk=pk, after=after)
+        steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=settings.page_steps)
+    data["new_steps"] = [s["step"] for s in steps]
+    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": settings.page_steps}
+    return respond(request, "run.html", data, fragment="_run_live.html", context=context)
+
+
+@router.get("/live/runs", include_in_schema=False)
+@router.get("/api/live/runs", summary="Whether any run changed since `stamp`")
+def runs_live(request: Request, session: SessionDep, settings: SettingsDep,
+              stamp: Annotated[str, Query(max_length=200)] = "") -> Any:
+    """Polled by the runs list: 204 while nothing changed, else a new stamp and an event that refreshes the table."""
+    current = queries.runs_live_stamp(session)
+    if current == stamp:
+        return Response(status_code=204)
+    response = respond(request, "runs_live.html", {"stamp": current, "poll_s": settings.live_poll_s},
+                       fragment="_runs_live.html")
+    response.headers["HX-Trigger"] = "qita-runs-changed"
+    return response
+
+
+@router.get("/runs/{run_id:runid}/export.html", summary="The run as one standalone HTML file")
+def export_html(request: Request, session: SessionDep, settings: SettingsDep, run_id: str) -> Any:
+    """Opens from disk with no server and no network request."""
+    if queries.run_live_stamp(session, run_id=run_id) is None:
+        raise QitaError("no run with this id", status=404)
+    body = export.render_export_html(request.app.state.engine, run_id, templates=request.app.state.templates,
+                                     settings=settings)
+    return StreamingResponse(body, media_type="text/html; charset=utf-8",
+                             headers={"Content-Disposition": export.disposition(run_id, "html")})
+
+
+@router.get("/runs/{run_id:runid}/export.jsonl", summary="The run's records in the v1 format")
+def export_jsonl(request: Request, session: SessionDep, run_id: str) -> Any:
+    """One record per line: run_start, steps with their events, criteria, early_stop, run_end."""
+    if queries.run_live_stamp(session, run_id=run_id) is None:
+        raise QitaError("no run with this id", status=404)
+    return StreamingResponse(export.export_jsonl(request.app.state.engine, run_id), media_type="application/x-ndjson",
+                             headers={"Content-Disposition": export.disposition(run_id, "jsonl")})
+
+
+@router.get("/runs/{run_id:runid}/steps/{step}/events", include_in_schema=False)
+@router.get("/api/runs/{run_id:runid}/steps/{step}/events", summary="One step's events, in order")
+def get_step_events(request: Request, session: SessionDep, run_id: str,
+                    step: Annotated[int, Path(ge=0, le=100_000_000)]) -> Any:
+    """The phase timeline of one step (loaded when the reader opens it)."""
+    row = queries.run_live_stamp(session, run_id=run_id)
+    if row is None:
+        raise QitaError("no run with this id", status=404)
+    events = queries.get_step_events(session, run_pk=row["pk"], step=step)
+    return respond(request, "events.html", {"data": events, "count": len(events)}, fragment="_events.html",
+                   context={"events": events, "run_id": run_id, "step": step})

@@ -1,0 +1,186 @@
+"""Board pages in real Chromium: list view in the URL, run view, lazy steps, live updates, export."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+from tests.app.pages_traces import early_run, run_records, write_set
+from tests.browser.conftest import LiveServer
+from tests.conftest import write_jsonl
+
+
+def until(page, expression: str, timeout_s: float = 20.0) -> None:
+    """Wait until `expression` is true in the page (polled with evaluate: the board's CSP
+    forbids the eval that page.wait_for_function uses)."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s} s: {expression}")
+        page.wait_for_timeout(100)
+
+
+def test_list_filters_live_in_the_url_and_swap_only_the_table(live_server, page, ingest, tmp_path):
+    assert ingest(write_set(tmp_path / "t")).ok
+    page.goto(live_server.url + "/")
+    assert page.locator("table.runs tbody tr").count() == 5
+    page.evaluate("document.getElementById('filters').dataset.kept = 'yes'")   # gone if the page reloads
+    page.select_option("select[name=verdict]", "fail")
+    until(page, "location.search.includes('verdict=fail')")  # pushed by htmx
+    until(page, "document.querySelectorAll('table.runs tbody tr').length === 2")
+    assert page.evaluate("document.getElementById('filters').dataset.kept") == "yes"
+    page.select_option("select[name=sort]", "steps")
+    until(page, "location.search.includes('sort=steps')")  # pushed by htmx
+    until(page, "document.querySelector('table.runs tbody td.run-id').innerText === 'c'")
+    assert "2 of 4 graded" not in page.locator(".stats").inner_text()   # figures follow the filter
+    page.reload()
+    assert page.locator("select[name=verdict]").input_value() == "fail"
+    assert [t.strip() for t in page.locator("td.run-id").all_inner_texts()] == ["c", "b"]
+    page.fill("#q", "needle")
+    page.select_option("select[name=verdict]", "")
+    until(page, "location.search.includes('q=needle')")  # pushed by htmx
+    until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 1")
+    assert page.locator("td.run-id").inner_text().strip() == "d"
+    assert page.errors == []
+
+
+def test_run_view_badges_panel_lane_keys_and_expanders(live_server, page, ingest, tmp_path):
+    recs = early_run()
+    recs[2]["observation"] = "head " + "z" * 3000 + " TAIL-OF-OBSERVATION"
+    assert ingest(write_jsonl(tmp_path / "e.jsonl", recs)).ok
+    page.goto(live_server.url + "/runs/early-1")
+    head = page.locator(".run-head .badges")
+    assert "early stop" in head.inner_text() and "finished" in head.inner_text() and "pass" in head.inner_text()
+    assert page.locator(".early-panel").is_visible()
+    assert "armed criterion passed" in page.locator(".early-panel").inner_text()
+    assert page.get_by_text("advisory — not gated (run stopped early)").is_visible()
+    assert page.locator(".badge.informational").is_visible() and page.locator(".badge.armed").count() == 1
+    assert page.locator(".gauge-track").count() == 3
+    # verdict lane: click the stop mark, the step becomes current
+    page.locator("a.mark.mark-stop").click()
+    until(page, "document.querySelector('#step-2').classList.contains('current')")
+    assert page.evaluate("location.hash") == "#step-2"
+    # j / k
+    page.keyboard.press("k")
+    until(page, "document.querySelector('#step-1').classList.contains('current')")
+    page.keyboard.press("j")
+    until(page, "document.querySelector('#step-2').classList.contains('current')")
+    # expander: the rest of a long value comes from the server on demand
+    step1 = page.locator("#step-1")
+    assert "TAIL-OF-OBSERVATION" not in step1.inner_text()
+    step1.locator(".field:has(.label:text('observation')) button.more").click()
+    until(page, "document.querySelector('#step-1').innerText.includes('TAIL-OF-OBSERVATION')")
+    # the event timeline loads when opened; critic outputs all listed
+    assert step1.locator("table.critics tbody tr").count() == 2
+    assert "critic #2" in step1.locator("table.critics").inner_text()
+    assert page.errors == []
+
+
+def test_steps_load_as_the_reader_scrolls(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "l.jsonl", run_records("long", steps=60))).ok
+    page.goto(live_server.url + "/runs/long")
+    assert page.locator("article.step").count() == 25
+    for expected in (50, 60):
+        page.locator(".more-steps").scroll_into_view_if_needed()
+        until(page, f"document.querySelectorAll('article.step').length === {expected}")
+    assert page.locator(".more-steps").count() == 0
+    ids = page.eval_on_selector_all("article.step", "els => els.map(e => +e.dataset.step)")
+    assert ids == list(range(60))
+    # a lane mark of a step further than the first block opens the run from there
+    page.goto(live_server.url + "/runs/long")
+    page.locator("a.mark[data-step='45']").click()
+    page.wait_for_url(re.compile(r"from=45"))
+    assert page.locator("#step-45").is_visible()
+    assert page.errors == []
+
+
+def test_run_written_while_open_updates_live_then_stops(browser, tmp_path):
+    from qita.writer import TraceWriter
+
+    folder = tmp_path / "watch"
+    folder.mkdir()
+    settings = Settings(db=str(tmp_path / "live.db"), watch=[str(folder)], live_poll_s=0.5, abandon_after_s=120)
+    server = LiveServer(settings).start()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        w = TraceWriter(folder / "run.jsonl", "live-1")
+        w.write("run_start", task_id="t", budget={"max_steps": 5})
+        w.write("step", step=0, observation="first", critic_outputs=[{"critic": "c", "action": "continue", "score": 0.5}])
+        page.goto(server.url + "/")
+        until(page, "document.body.innerText.includes('live-1')")
+        page.goto(server.url + "/runs/live-1")
+        assert page.locator("#live.live-on").count() == 1
+        page.locator("#step-0 details.raw > summary").click()
+        assert page.locator("#step-0 details.raw").get_attribute("open") is not None
+        w.write("step", step=1, observation="second", critic_outputs=[{"critic": "c", "action": "retry", "score": 0.2}])
+        page.wait_for_selector("#step-1", timeout=20000)
+        assert page.locator("#step-0 details.raw").get_attribute("open") is not None   # what was opened stays open
+        assert page.locator("a.mark").count() == 2
+        w.write("run_end", status="completed", stop_reason="critic_stop", steps=2)
+        page.wait_for_selector("#live.live-off", timeout=20000)
+        assert "critic stop" in page.locator(".run-head .badges").inner_text()
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.wait_for_timeout(1500)          # three poll intervals: none may happen now
+        assert not [u for u in requests if "/live" in u]
+        assert page.locator("#step-0 details.raw").get_attribute("open") is not None
+        assert errors == []
+    finally:
+        page.close()
+        server.stop()
+
+
+def test_silent_run_turns_abandoned(browser, tmp_path):
+    folder = tmp_path / "watch"
+    folder.mkdir()
+    write_jsonl(folder / "r.jsonl", run_records("quiet", steps=1, end=False))
+    settings = Settings(db=str(tmp_path / "q.db"), watch=[str(folder)], live_poll_s=0.5, abandon_after_s=2)
+    server = LiveServer(settings).start()
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        until(page, "document.body.innerText.includes('quiet')")
+        page.goto(server.url + "/runs/quiet")
+        page.wait_for_selector(".run-head .state-abandoned", timeout=20000)
+        page.wait_for_selector("#live.live-off")
+    finally:
+        page.close()
+        server.stop()
+
+
+def test_export_html_opens_offline_with_no_request(live_server, page, ingest, tmp_path, browser):
+    assert ingest(write_jsonl(tmp_path / "e.jsonl", early_run())).ok
+    page.goto(live_server.url + "/runs/early-1")
+    with page.expect_download() as dl:
+        page.get_by_role("link", name="export HTML").click()
+    saved = tmp_path / "export.html"
+    dl.value.save_as(saved)
+    context = browser.new_context(offline=True)
+    offline = context.new_page()
+    requests: list[str] = []
+    offline.on("request", lambda r: requests.append(r.url))
+    offline.goto(saved.as_uri())
+    assert requests == [saved.as_uri()]           # the file itself, nothing else
+    assert offline.locator("article.step").count() == 3
+    assert offline.get_by_text("advisory — not gated (run stopped early)").is_visible()
+    assert "early stop" in offline.locator(".run-head .badges").inner_text()
+    context.close()
+
+
+@pytest.mark.parametrize("run_id", ["a/b/../c", "50% #1 ?x=y", "..", "ünï/cödé ✓"])
+def test_runs_with_unusual_ids_open(live_server, page, ingest, tmp_path, run_id):
+    assert ingest(write_jsonl(tmp_path / "u.jsonl", run_records(run_id, steps=30))).ok
+    page.goto(live_server.url + "/")
+    page.get_by_role("link", name=run_id, exact=True).click()
+    page.wait_for_selector("article.step")
+    assert page.locator("h1.run-title").inner_text().endswith(run_id)
+    page.locator(".more-steps").scroll_into_view_if_needed()       # lazy steps use the same id
+    until(page, "document.querySelectorAll('article.step').length === 30")
+    page.locator("#step-0 .field:has(.label:text('thought'))").count()
+    assert page.errors == []
