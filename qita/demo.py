@@ -22,6 +22,30 @@ from .agents.scripted import ScriptedAgent, SimulatedTools
 
 VARIANTS = ("smoke", "e2e")
 
+#: Simulated seconds per tool call, so the demo's durations look like real runs'.
+TOOL_SECONDS = {"bash": 1.2, "read_file": 0.15, "write_file": 0.2, "skill": 0.6, "search": 0.8}
+
+
+class SimClock:
+    """A monotonic clock that only moves when the simulated agent or a tool 'spends' time."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def _timed(fn: Any, clock: SimClock, seconds: float) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        clock.advance(seconds)
+        return fn(*args, **kwargs)
+
+    return call
+
 
 class ProgressCritic(Critic):
     """Scores each step by the share of its tool calls that succeeded; never changes the run."""
@@ -53,8 +77,20 @@ def demo_engine(task: DemoTask, variant: str, replicate: int, writer: Any = None
                 entry["tokens"] = [entry["tokens"][0] + 37 * replicate, entry["tokens"][1] + 11 * replicate]
     # An agent past its script still spends tokens thinking; a stalled agent is not free.
     idle = {"rationale": "Still looking for a lead; nothing new to try.", "actions": [], "tokens": [700, 45]}
-    agent = ScriptedAgent(script, tools=tools.as_tools(), model=task.model, name="scripted-coder",
+    clock = SimClock()
+    timed_tools = {name: _timed(fn, clock, TOOL_SECONDS.get(name, 0.5)) for name, fn in tools.as_tools().items()}
+    agent = ScriptedAgent(script, tools=timed_tools, model=task.model, name="scripted-coder",
                           price_per_1k=MODELS[task.model], exhausted=idle)
+    scripted_decide = agent.decide
+
+    def decide(state: Any, observation: Any) -> Any:
+        # Model latency: reading the prompt plus generating the answer.
+        decision = scripted_decide(state, observation)
+        usage = getattr(decision, "usage", None)
+        clock.advance(0.6 + ((usage.input / 5000 + usage.output / 40) if usage else 1.0))
+        return decision
+
+    agent.decide = decide  # type: ignore[method-assign]
     stop_criteria = None
     if task.stagnation:
         stop_criteria = [FinalResultCriteria(), StagnationCriteria(max_stagnant_steps=task.stagnation)]
@@ -63,6 +99,7 @@ def demo_engine(task: DemoTask, variant: str, replicate: int, writer: Any = None
         criteria=[criterion_from_spec(spec) for spec in task.criteria], stop_early=(variant == "smoke"),
         trace=writer, experiment=EXPERIMENT, variant=variant, replicate=replicate,
         tags=[*task.tags, variant], metadata={"scenario": task.scenario, "whole_story": task.whole_story},
+        clock=clock,
     )
     budget = TaskBudget(max_steps=task.max_steps, max_tokens=task.max_tokens)
     return engine, Task(id=task.id, objective=task.objective, budget=budget)

@@ -11,6 +11,7 @@ import hashlib
 import time
 import traceback
 import uuid
+from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
@@ -29,7 +30,7 @@ from .stop_criteria import (
     MaxTokensCriteria,
     StopCriteria,
 )
-from .writer import TraceWriter, dumps_record, utc_now
+from .writer import TraceWriter, dumps_record
 
 DEFAULT_MAX_STEPS = 20
 
@@ -118,7 +119,7 @@ class Engine:
                  trace_path: Optional[Union[str, Path]] = None, run_id: Optional[str] = None,
                  experiment: Optional[str] = None, variant: Optional[str] = None, replicate: int = 0,
                  tags: Optional[Sequence[str]] = None, metadata: Optional[dict[str, Any]] = None,
-                 env: Any = None, model: Optional[str] = None):
+                 env: Any = None, model: Optional[str] = None, clock: Optional[Callable[[], float]] = None):
         if trace is not None and trace_path is not None:
             raise ValueError("give either trace or trace_path, not both")
         self.agent = agent
@@ -138,6 +139,9 @@ class Engine:
         self.metadata = dict(metadata or {})
         self.env = env
         self.model = model or getattr(agent, "model", None)
+        # A monotonic seconds function; the demo passes a simulated one so its runs have
+        # realistic durations. Trace timestamps follow it from the real start time.
+        self.clock = clock or time.monotonic
         # Fail before the run, not in the middle of it, when early stop cannot work as configured.
         validate_early_stop(self.criteria, self.stop_early)
 
@@ -236,15 +240,21 @@ class _Run:
         self.tokens = {"input": 0, "output": 0, "total": 0}
         self.cost = 0.0
         self.crash_detail: Optional[str] = None
-        self.t0 = time.monotonic()
+        self.clock = engine.clock
+        self.t0 = self.clock()
+        self.wall0 = datetime.now(timezone.utc)
 
     # -- trace helpers --------------------------------------------------------------------
     def event(self, phase: str, step: Optional[int], ok: bool = True, payload: Any = None, error: Any = None) -> None:
         if self.w is not None:
-            self.w.event(phase, step=step, ok=ok, payload=payload, error=error)
+            self.w.event(phase, step=step, ok=ok, payload=payload, error=error, ts=self.now())
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.t0
+        return self.clock() - self.t0
+
+    def now(self) -> str:
+        """The trace timestamp: the real start time plus the engine clock's elapsed time."""
+        return (self.wall0 + timedelta(seconds=self.elapsed())).isoformat()
 
     def _error(self, phase: str, step: Optional[int], exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"
@@ -260,7 +270,7 @@ class _Run:
         for action in decision.actions:
             index = len(self.trajectory.tool_calls) + 1
             fn = tools.get(action.name)
-            started = time.monotonic()
+            started = self.clock()
             status, error = "ok", None
             if fn is None:
                 status, error = "error", f"unknown tool {action.name!r}"
@@ -279,7 +289,7 @@ class _Run:
                     result = {"status": "error", "error": error}
             if status != "ok":
                 self.tool_errors += 1
-            latency_ms = round((time.monotonic() - started) * 1000.0, 3)
+            latency_ms = round((self.clock() - started) * 1000.0, 3)
             results.append(result)
             invocations.append({"tool_name": action.name, "call_index": index, "latency_ms": latency_ms,
                                 "status": status, "error": error})
@@ -343,7 +353,7 @@ class _Run:
         e, task = self.e, self.task
         if self.w is not None:
             self.w.run_start(
-                ts=utc_now(), task_id=task.id, experiment=e.experiment, variant=e.variant, replicate=e.replicate,
+                ts=self.now(), task_id=task.id, experiment=e.experiment, variant=e.variant, replicate=e.replicate,
                 objective=task.objective, agent=getattr(self.agent, "name", None) or type(self.agent).__name__,
                 model=e.model, budget=self.budget.to_record(), critics=[critic_name(c) for c in e.critics],
                 stop_criteria=[{"name": c.name, "params": c.params()} for c in self.stop_criteria],
@@ -392,8 +402,8 @@ class _Run:
 
     def _step(self, step: int, state: Any, last_results: Optional[list[Any]], carried: Any, retrying: bool):
         task = self.task
-        ts = utc_now()
-        started = time.monotonic()
+        ts = self.now()
+        started = self.clock()
         _set(state, "step", step)
         before = _snapshot(state)
         prior_final = getattr(state, "final_result", None)
@@ -518,7 +528,7 @@ class _Run:
 
         after = _snapshot(state)
         record["state_diff"] = _diff(before, after)
-        record["duration_s"] = round(time.monotonic() - started, 6)
+        record["duration_s"] = round(self.clock() - started, 6)
         if self.w is not None:
             self.w.step(step, ts=ts, **record)
 
@@ -597,7 +607,7 @@ class _Run:
             status = "completed"
         final_text = None if final is None else (final if isinstance(final, str) else str(final))
         if self.w is not None:
-            self.w.run_end(status=status, stop_reason=reason.value, stop_detail=detail, final_result=final_text,
+            self.w.run_end(ts=self.now(), status=status, stop_reason=reason.value, stop_detail=detail, final_result=final_text,
                            verdict=verdict, steps=self.steps_done, tokens=dict(self.tokens),
                            cost_usd=self.cost, elapsed_s=round(elapsed, 6), failure_report=failure_report,
                            stopped_early=stopped_early)
