@@ -33,7 +33,7 @@ def test_upload_zip_then_compare_then_pair(live_server, page, tmp_path):
     page.wait_for_url("**/pair?a=s-t1-1&b=e-t1-1")
     assert page.locator(".not-run-label").count() == 5
     assert page.locator(".not-run-label").first.inner_text() == "not run by smoke"
-    assert page.locator(".stop-mark").inner_text().strip() == "⏹ smoke stopped here"
+    assert page.locator(".stop-mark").inner_text().strip() == "■ smoke stopped here"
     assert page.locator(".pair-side").count() == 2
     assert page.locator(".pair-side").nth(0).locator(".badge.armed").count() == 1
     assert page.locator(".pair-side").nth(0).locator(".badge.advisory").count() == 1
