@@ -69,11 +69,7 @@ class SecurityMiddleware:
         self.allowed = {_host_only(h) for h in (*LOOPBACK_HOSTS, "testserver", *settings.allowed_hosts)}
 
     def authorised(self, headers: dict[bytes, bytes]) -> bool:
-        token = self.settings.token
-        if not token:
-            return True
-        given = request_token(headers)
-        return given is not None and hmac.compare_digest(given.encode(), token.encode())
+        return token_matches(self.settings, request_token(headers))
 
     async def _deny(self, send, status: int, message: str, *, json: bool) -> None:
         if json:
@@ -126,3 +122,54 @@ class SecurityMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def token_matches(settings: Settings, given: Optional[str]) -> bool:
+    """Whether `given` is the board's token (constant-time)."""
+    if not settings.token:
+        return True
+    return given is not None and hmac.compare_digest(given.encode(), settings.token.encode())
+
+
+def request_authorised(request) -> bool:
+    """A request may do what the token guards: no token configured, or it carries the token."""
+    settings: Settings = request.app.state.settings
+    return token_matches(settings, request_token(dict(request.scope.get("headers") or [])))
+
+
+def safe_next(value: Optional[str]) -> str:
+    """A redirect target after sign-in: a path on this board only (never another site)."""
+    if not value or not value.startswith("/") or value.startswith(("//", "/\\")) or any(c in value for c in "\r\n\\"):
+        return "/"
+    return value
+
+
+class RevealState:
+    """Whether this response shows secrets raw, and the links to switch."""
+
+    __slots__ = ("shown", "forced", "reveal_url", "hide_url")
+
+    def __init__(self, shown: bool, forced: bool, reveal_url: str, hide_url: str):
+        self.shown, self.forced, self.reveal_url, self.hide_url = shown, forced, reveal_url, hide_url
+
+
+def reveal_state(request) -> RevealState:
+    """Secrets are shown raw only on `?reveal=secrets` from an authorised request (or show_secrets)."""
+    from urllib.parse import parse_qsl, urlencode
+
+    settings: Settings = request.app.state.settings
+    params = [(k, v) for k, v in request.query_params.multi_items() if k != "reveal"]
+    wanted = request.query_params.get("reveal") == "secrets"
+    if not wanted and request.headers.get("hx-request") == "true":
+        # A fragment loaded into a revealed page keeps the page's choice.
+        current = urlsplit(request.headers.get("hx-current-url", ""))
+        wanted = ("reveal", "secrets") in parse_qsl(current.query)
+    path = request.url.path
+    hide_url = path + ("?" + urlencode(params) if params else "")
+    reveal_url = path + "?" + urlencode([*params, ("reveal", "secrets")])
+    authorised = request_authorised(request)
+    if not authorised:
+        reveal_url = "/login?" + urlencode({"next": reveal_url})
+    if settings.show_secrets:
+        return RevealState(True, True, reveal_url, hide_url)
+    return RevealState(wanted and authorised, False, reveal_url, hide_url)

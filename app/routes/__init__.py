@@ -1,5 +1,5 @@
 """One APIRouter per resource; `ROUTERS` is the order they are mounted in."""
 
-from . import health, runs
+from . import auth, health, runs
 
-ROUTERS = [health.router, runs.router]
+ROUTERS = [health.router, runs.router, auth.router]
