@@ -1,6 +1,7 @@
 """Request guards and response headers: Host check, token, cross-site writes, CSP.
 
-- Host: on a loopback bind only loopback Host headers are served (DNS rebinding).
+- Host: on a loopback bind only loopback Host headers are served (DNS rebinding); on
+  another address too once `allowed_hosts` lists the names the board is reached by.
 - Token: with a token set, every write needs it (Bearer header, `X-Qita-Token`, or the
   cookie set by /login), and with `read_auth` every read too.
 - Cross-site writes: an unsafe request whose Origin (or Sec-Fetch-Site) shows another
@@ -31,7 +32,8 @@ HEADERS = [
 ]
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 TOKEN_COOKIE = "qita_token"
-OPEN_PATHS = ("/static/", "/login", "/api/health")
+OPEN_PATHS = frozenset({"/login", "/logout", "/api/health"})
+OPEN_PREFIXES = ("/static/",)
 
 
 def _host_only(value: str) -> str:
@@ -67,6 +69,9 @@ class SecurityMiddleware:
         self.settings = settings
         self.loopback = settings.host in LOOPBACK_HOSTS or settings.host.strip("[]") in LOOPBACK_HOSTS
         self.allowed = {_host_only(h) for h in (*LOOPBACK_HOSTS, "testserver", *settings.allowed_hosts)}
+        # On a loopback bind, or when the operator listed the names it is served under,
+        # any other Host is refused: that is what defeats DNS rebinding.
+        self.check_host = self.loopback or bool(settings.allowed_hosts)
 
     def authorised(self, headers: dict[bytes, bytes]) -> bool:
         return token_matches(self.settings, request_token(headers))
@@ -95,7 +100,7 @@ class SecurityMiddleware:
         method: str = scope.get("method", "GET")
         is_api = path.startswith("/api/")
         host = _host_only(headers.get(b"host", b"").decode("latin-1"))
-        if self.loopback and host not in self.allowed:
+        if self.check_host and host not in self.allowed:
             await self._deny(send, 421 if host else 400, "this board answers only to its own address (Host header refused)", json=is_api)
             return
         if method in UNSAFE:
@@ -109,7 +114,7 @@ class SecurityMiddleware:
                 await self._deny(send, 403, "cross-site request refused", json=is_api)
                 return
         needs_token = method in UNSAFE or self.settings.read_auth
-        if needs_token and self.settings.token and not path.startswith(OPEN_PATHS) and not self.authorised(headers):
+        if needs_token and self.settings.token and path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) and not self.authorised(headers):
             await self._deny(send, 401, "this board needs its token for that: sign in at /login or send "
                                         "'Authorization: Bearer TOKEN'", json=is_api or method in UNSAFE)
             return
