@@ -71,7 +71,12 @@ class LimitedReader:
 def describe_validation_error(exc: ValidationError) -> str:
     """The first validation problem as `field 'a.b': message`."""
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()) if not (isinstance(p, str) and p in RECORD_MODELS))
+    loc_parts = list(err.get("loc", ()))
+    # A discriminated union puts the record type first; a field may share a type's name
+    # (the `step` field of a step record), so only that leading tag is dropped.
+    if len(loc_parts) > 1 and isinstance(loc_parts[0], str) and loc_parts[0] in RECORD_MODELS:
+        loc_parts = loc_parts[1:]
+    loc = ".".join(str(p) for p in loc_parts)
     msg = err.get("msg", "invalid value")
     if err.get("type") == "missing":
         return f"missing field '{loc}'"
@@ -93,8 +98,8 @@ def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
         text = str(exc)
         if "utf-8" in text.lower() or "surrogate" in text.lower():
             return None, "line is not valid UTF-8"
-        if "recursion" in text.lower():
-            return None, "invalid JSON: nested too deeply"
+        if "recursion" in text.lower() or "depth limit" in text.lower():
+            return None, "invalid JSON: nested too deeply (more than 1024 levels)"
         if raw.lstrip()[:3] in (b"NaN", b"Inf", b"-In") or b"NaN" in raw or b"Infinity" in raw:
             return None, f"invalid JSON (NaN and Infinity are not JSON): {text}"
         return None, f"invalid JSON: {text}"
