@@ -122,6 +122,9 @@ def check_record(value: dict[str, Any]) -> Optional[str]:
         return f"field 'run_id': must be a string, got {_json_kind(run_id)}"
     if not 1 <= len(run_id) <= 200:
         return f"field 'run_id': must be 1 to 200 characters, got {len(run_id)}"
+    if "\x00" in run_id:
+        # The run id is a key: it cannot be cleaned like other text, and PostgreSQL rejects NUL.
+        return "field 'run_id': must not contain the NUL character (\\u0000)"
     model = RECORD_MODELS.get(rtype)
     if model is None:
         return None  # unknown types are kept raw
