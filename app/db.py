@@ -8,8 +8,9 @@ foreign keys; every start runs the Alembic migrations up to head.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from alembic import command
 from alembic.config import Config
@@ -81,11 +82,40 @@ def open_database(settings: Settings) -> Engine:
     engine = make_engine(settings.db_url)
     try:
         upgrade(engine)
+        check_writable(engine)
     except QitaError:
         raise
     except Exception as exc:  # surface disk/permission problems as one clear line
-        raise QitaError(f"cannot open database: {describe_db_error(exc)}", status=500) from exc
+        engine.dispose()
+        reason = _readonly_folder(engine) or describe_db_error(exc)
+        raise QitaError(f"cannot open database: {reason}", status=500) from exc
     return engine
+
+
+def _readonly_folder(engine: Engine) -> Optional[str]:
+    """For SQLite: say so when the database's folder (or its file system) cannot be written."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        return None
+    folder = Path(database).expanduser().resolve().parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "the database is on a read-only file system"
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK):
+        return "the database folder is read-only (the board writes the database and its -wal/-shm files there)"
+    return None
+
+
+def check_writable(engine: Engine) -> None:
+    """Fail now, with a clear message, if the database cannot be written (read-only file or disk)."""
+    with engine.connect() as conn:
+        trans = conn.begin()
+        try:
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+        finally:
+            trans.rollback()
 
 
 def describe_db_error(exc: BaseException) -> str:
