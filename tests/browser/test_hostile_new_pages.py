@@ -21,7 +21,10 @@ def skip_if_missing(url: str) -> httpx.Response:
     """GET `url`; skip the test when the route is not in this branch yet."""
     r = httpx.get(url, timeout=30)
     if r.status_code == 404 and "no such page" in r.text:
-        pytest.skip(f"{url.split('/', 3)[-1].split('?')[0]} is not in this branch yet (404): runs after the merge")
+        route = "/" + url.split("/", 3)[-1].split("?")[0]
+        if route.startswith("/runs/"):
+            route = "/runs/{id}/" + route.rsplit("/", 1)[-1]
+        pytest.skip(f"{route} is not in this branch yet (404): runs after the merge")
     return r
 
 
