@@ -8,8 +8,9 @@ foreign keys; every start runs the Alembic migrations up to head.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from alembic import command
 from alembic.config import Config
@@ -24,6 +25,8 @@ from .settings import Settings
 log = logging.getLogger("qita.db")
 
 BUSY_TIMEOUT_MS = 30_000
+#: Key of the PostgreSQL advisory lock held while migrating ("qita" in ASCII).
+MIGRATION_LOCK = 0x71697461
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -50,7 +53,8 @@ def make_engine(url: str) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    connect_args = {"connect_timeout": 10, "application_name": "qita-board"} if sa_url.get_backend_name() == "postgresql" else {}
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -66,6 +70,9 @@ def upgrade(engine: Engine) -> None:
     """Bring the database schema up to the newest migration."""
     cfg = alembic_config(engine)
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Several boards starting together on one server: one migrates, the others wait.
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 
@@ -75,11 +82,40 @@ def open_database(settings: Settings) -> Engine:
     engine = make_engine(settings.db_url)
     try:
         upgrade(engine)
+        check_writable(engine)
     except QitaError:
         raise
     except Exception as exc:  # surface disk/permission problems as one clear line
-        raise QitaError(f"cannot open database: {describe_db_error(exc)}", status=500) from exc
+        engine.dispose()
+        reason = _readonly_folder(engine) or describe_db_error(exc)
+        raise QitaError(f"cannot open database: {reason}", status=500) from exc
     return engine
+
+
+def _readonly_folder(engine: Engine) -> Optional[str]:
+    """For SQLite: say so when the database's folder (or its file system) cannot be written."""
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        return None
+    folder = Path(database).expanduser().resolve().parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "the database is on a read-only file system"
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK):
+        return "the database folder is read-only (the board writes the database and its -wal/-shm files there)"
+    return None
+
+
+def check_writable(engine: Engine) -> None:
+    """Fail now, with a clear message, if the database cannot be written (read-only file or disk)."""
+    with engine.connect() as conn:
+        trans = conn.begin()
+        try:
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+        finally:
+            trans.rollback()
 
 
 def describe_db_error(exc: BaseException) -> str:
@@ -94,7 +130,20 @@ def describe_db_error(exc: BaseException) -> str:
         return "the database file cannot be opened (check the path and permissions)"
     if "locked" in low:
         return "the database is locked by another process"
-    return text[:300]
+    if "connection refused" in low or "could not connect" in low or "timeout expired" in low or "connection failed" in low:
+        return "cannot reach the database server (is it running, and is the address right?)"
+    if "password authentication failed" in low or "no pg_hba.conf entry" in low or "role" in low and "does not exist" in low:
+        return "the database server refused the login (check the user and password in the URL)"
+    if "database" in low and "does not exist" in low:
+        return "the database does not exist on the server (create it first)"
+    return _strip_paths(text[:300])
+
+
+def _strip_paths(text: str) -> str:
+    """Remove anything that looks like a file path from a driver message."""
+    import re
+
+    return re.sub(r"(?:[A-Za-z]:)?[\\/](?:[^\s'\"]+[\\/])+[^\s'\"]*", "<path>", text)
 
 
 def session_scope(engine: Engine) -> Iterator[Session]:

@@ -20,6 +20,7 @@ from fastapi.templating import Jinja2Templates
 from . import present
 from .paths import TEMPLATES
 from .queries import make_pointer
+from .secrets import Masker
 from .urls import encode_run_id
 
 
@@ -78,10 +79,20 @@ def is_htmx(request: Request) -> bool:
 def respond(request: Request, template: str, data: dict[str, Any], *, fragment: Optional[str] = None,
             context: Optional[dict[str, Any]] = None, status_code: int = 200) -> Response:
     """Answer with JSON, the htmx fragment, or the full page, from the same data."""
+    from .security import reveal_state
+
+    # Secrets in trace data are masked here, once, for every page, fragment and JSON twin.
+    reveal = reveal_state(request)
+    masker = Masker()
+    if not reveal.shown:
+        data = masker.data(data)
+        context = masker.data(context) if context else context
     if wants_json(request):
         return JSONResponse(data, status_code=status_code)
     templates: Jinja2Templates = request.app.state.templates
-    ctx = {"request": request, "data": data, "settings": request.app.state.settings, **(context or {})}
+    ctx = {"request": request, "data": data, "settings": request.app.state.settings, **(context or {}),
+           "secrets": {"shown": reveal.shown, "masked": masker.count, "reveal_url": reveal.reveal_url,
+                       "hide_url": reveal.hide_url, "forced": reveal.forced}}
     name = fragment if (fragment and is_htmx(request)) else template
     response = templates.TemplateResponse(request, name, ctx, status_code=status_code)
     response.headers["Vary"] = "HX-Request"

@@ -1,6 +1,7 @@
 """Request guards and response headers: Host check, token, cross-site writes, CSP.
 
-- Host: on a loopback bind only loopback Host headers are served (DNS rebinding).
+- Host: on a loopback bind only loopback Host headers are served (DNS rebinding); on
+  another address too once `allowed_hosts` lists the names the board is reached by.
 - Token: with a token set, every write needs it (Bearer header, `X-Qita-Token`, or the
   cookie set by /login), and with `read_auth` every read too.
 - Cross-site writes: an unsafe request whose Origin (or Sec-Fetch-Site) shows another
@@ -31,7 +32,8 @@ HEADERS = [
 ]
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 TOKEN_COOKIE = "qita_token"
-OPEN_PATHS = ("/static/", "/login", "/api/health")
+OPEN_PATHS = frozenset({"/login", "/logout", "/api/health"})
+OPEN_PREFIXES = ("/static/",)
 
 
 def _host_only(value: str) -> str:
@@ -67,13 +69,12 @@ class SecurityMiddleware:
         self.settings = settings
         self.loopback = settings.host in LOOPBACK_HOSTS or settings.host.strip("[]") in LOOPBACK_HOSTS
         self.allowed = {_host_only(h) for h in (*LOOPBACK_HOSTS, "testserver", *settings.allowed_hosts)}
+        # On a loopback bind, or when the operator listed the names it is served under,
+        # any other Host is refused: that is what defeats DNS rebinding.
+        self.check_host = self.loopback or bool(settings.allowed_hosts)
 
     def authorised(self, headers: dict[bytes, bytes]) -> bool:
-        token = self.settings.token
-        if not token:
-            return True
-        given = request_token(headers)
-        return given is not None and hmac.compare_digest(given.encode(), token.encode())
+        return token_matches(self.settings, request_token(headers))
 
     async def _deny(self, send, status: int, message: str, *, json: bool) -> None:
         if json:
@@ -99,7 +100,7 @@ class SecurityMiddleware:
         method: str = scope.get("method", "GET")
         is_api = path.startswith("/api/")
         host = _host_only(headers.get(b"host", b"").decode("latin-1"))
-        if self.loopback and host not in self.allowed:
+        if self.check_host and host not in self.allowed:
             await self._deny(send, 421 if host else 400, "this board answers only to its own address (Host header refused)", json=is_api)
             return
         if method in UNSAFE:
@@ -113,7 +114,7 @@ class SecurityMiddleware:
                 await self._deny(send, 403, "cross-site request refused", json=is_api)
                 return
         needs_token = method in UNSAFE or self.settings.read_auth
-        if needs_token and self.settings.token and not path.startswith(OPEN_PATHS) and not self.authorised(headers):
+        if needs_token and self.settings.token and path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) and not self.authorised(headers):
             await self._deny(send, 401, "this board needs its token for that: sign in at /login or send "
                                         "'Authorization: Bearer TOKEN'", json=is_api or method in UNSAFE)
             return
@@ -126,3 +127,54 @@ class SecurityMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def token_matches(settings: Settings, given: Optional[str]) -> bool:
+    """Whether `given` is the board's token (constant-time)."""
+    if not settings.token:
+        return True
+    return given is not None and hmac.compare_digest(given.encode(), settings.token.encode())
+
+
+def request_authorised(request) -> bool:
+    """A request may do what the token guards: no token configured, or it carries the token."""
+    settings: Settings = request.app.state.settings
+    return token_matches(settings, request_token(dict(request.scope.get("headers") or [])))
+
+
+def safe_next(value: Optional[str]) -> str:
+    """A redirect target after sign-in: a path on this board only (never another site)."""
+    if not value or not value.startswith("/") or value.startswith(("//", "/\\")) or any(c in value for c in "\r\n\\"):
+        return "/"
+    return value
+
+
+class RevealState:
+    """Whether this response shows secrets raw, and the links to switch."""
+
+    __slots__ = ("shown", "forced", "reveal_url", "hide_url")
+
+    def __init__(self, shown: bool, forced: bool, reveal_url: str, hide_url: str):
+        self.shown, self.forced, self.reveal_url, self.hide_url = shown, forced, reveal_url, hide_url
+
+
+def reveal_state(request) -> RevealState:
+    """Secrets are shown raw only on `?reveal=secrets` from an authorised request (or show_secrets)."""
+    from urllib.parse import parse_qsl, urlencode
+
+    settings: Settings = request.app.state.settings
+    params = [(k, v) for k, v in request.query_params.multi_items() if k != "reveal"]
+    wanted = request.query_params.get("reveal") == "secrets"
+    if not wanted and request.headers.get("hx-request") == "true":
+        # A fragment loaded into a revealed page keeps the page's choice.
+        current = urlsplit(request.headers.get("hx-current-url", ""))
+        wanted = ("reveal", "secrets") in parse_qsl(current.query)
+    path = request.url.path
+    hide_url = path + ("?" + urlencode(params) if params else "")
+    reveal_url = path + "?" + urlencode([*params, ("reveal", "secrets")])
+    authorised = request_authorised(request)
+    if not authorised:
+        reveal_url = "/login?" + urlencode({"next": reveal_url})
+    if settings.show_secrets:
+        return RevealState(True, True, reveal_url, hide_url)
+    return RevealState(wanted and authorised, False, reveal_url, hide_url)

@@ -72,3 +72,53 @@ def qitos_runs() -> Path:
     if not QITOS_RUNS.is_dir():
         pytest.skip(f"../shared/traces/qitos-runs not found at {QITOS_RUNS}: QitOS trace tests skipped")
     return QITOS_RUNS
+
+
+# -- PostgreSQL (security/scale-out branch) -------------------------------------------------------
+# QITA_TEST_POSTGRES_URL points at a server where the user may CREATE DATABASE; each test
+# that asks for `pg_url` gets a database of its own, dropped afterwards.
+
+PG_ENV = "QITA_TEST_POSTGRES_URL"
+
+
+def _pg_admin_conninfo(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    return u.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def pg_url() -> Iterable[str]:
+    """A fresh, empty PostgreSQL database URL for this test; skipped when QITA_TEST_POSTGRES_URL is unset."""
+    base = os.environ.get(PG_ENV)
+    if not base:
+        pytest.skip(f"{PG_ENV} not set: PostgreSQL tests skipped")
+    import uuid
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    name = f"qita_test_{uuid.uuid4().hex[:12]}"
+    admin = _pg_admin_conninfo(base)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_settings(pg_url: str) -> Settings:
+    """Settings for a fresh PostgreSQL database (see pg_url)."""
+    return Settings(db=pg_url, batch_lines=50)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_settings(request, tmp_path: Path) -> Settings:
+    """The same test on SQLite and on PostgreSQL (the latter skipped without QITA_TEST_POSTGRES_URL)."""
+    if request.param == "sqlite":
+        return Settings(db=str(tmp_path / "qita.db"), batch_lines=50)
+    return request.getfixturevalue("pg_settings")

@@ -219,6 +219,8 @@ class Ingestor:
                 self.progress(st.st_size)
             return  # unchanged since the last pass
         gz = src.kind == "gz"
+        if st.st_size == 0 and final and prev is None:
+            report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
         limit = self.settings.max_archive_bytes
         hasher = hashlib.sha256()
         start_offset = start_line = 0

@@ -71,7 +71,12 @@ class LimitedReader:
 def describe_validation_error(exc: ValidationError) -> str:
     """The first validation problem as `field 'a.b': message`."""
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()))
+    loc_parts = list(err.get("loc", ()))
+    # A discriminated union puts the record type first; a field may share a type's name
+    # (the `step` field of a step record), so only that leading tag is dropped.
+    if len(loc_parts) > 1 and isinstance(loc_parts[0], str) and loc_parts[0] in RECORD_MODELS:
+        loc_parts = loc_parts[1:]
+    loc = ".".join(str(p) for p in loc_parts)
     msg = err.get("msg", "invalid value")
     if err.get("type") == "missing":
         return f"missing field '{loc}'"
@@ -93,8 +98,8 @@ def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
         text = str(exc)
         if "utf-8" in text.lower() or "surrogate" in text.lower():
             return None, "line is not valid UTF-8"
-        if "recursion" in text.lower():
-            return None, "invalid JSON: nested too deeply"
+        if "recursion" in text.lower() or "depth limit" in text.lower():
+            return None, "invalid JSON: nested too deeply (more than 1024 levels)"
         if raw.lstrip()[:3] in (b"NaN", b"Inf", b"-In") or b"NaN" in raw or b"Infinity" in raw:
             return None, f"invalid JSON (NaN and Infinity are not JSON): {text}"
         return None, f"invalid JSON: {text}"
@@ -117,6 +122,9 @@ def check_record(value: dict[str, Any]) -> Optional[str]:
         return f"field 'run_id': must be a string, got {_json_kind(run_id)}"
     if not 1 <= len(run_id) <= 200:
         return f"field 'run_id': must be 1 to 200 characters, got {len(run_id)}"
+    if "\x00" in run_id:
+        # The run id is a key: it cannot be cleaned like other text, and PostgreSQL rejects NUL.
+        return "field 'run_id': must not contain the NUL character (\\u0000)"
     model = RECORD_MODELS.get(rtype)
     if model is None:
         return None  # unknown types are kept raw

@@ -151,8 +151,12 @@ class Applier:
         new = [r for r in missing if r not in self._run_pks]
         if new:
             now = utcnow()
+            ins = self._insert(RUNS)
+            if hasattr(ins, "on_conflict_do_nothing"):
+                # Another board on the same PostgreSQL may create the run at the same moment.
+                ins = ins.on_conflict_do_nothing(index_elements=["run_id"])
             conn.execute(
-                insert(RUNS),
+                ins,
                 [
                     {"run_id": r, "task_id": r, "replicate": 0, "source_format": "qita", "state": "running",
                      "early_stop_enabled": False, "has_start": False, "has_end": False, "closed": False,

@@ -1,5 +1,5 @@
 """One APIRouter per resource; `ROUTERS` is the order they are mounted in."""
 
-from . import compare, health, runs, upload
+from . import auth, compare, health, runs, upload
 
-ROUTERS = [health.router, runs.router, compare.router, upload.router]
+ROUTERS = [health.router, runs.router, compare.router, upload.router, auth.router]
