@@ -121,24 +121,24 @@ def run_records(*, run_id: str, task_id: str, experiment: str, variant: str, ste
            "cost_usd": round(tok_total * 2e-6, 6), "elapsed_s": (t - start).total_seconds(), "failure_report": {}}
 
 
-def plan(runs: int, experiments: int) -> Iterator[tuple[str, str, str, str]]:
+def plan(runs: int, experiments: int, exp_prefix: str = "exp-") -> Iterator[tuple[str, str, str, str]]:
     """(run_id, task_id, experiment, variant) for `runs` runs: tasks paired smoke/e2e per experiment."""
     for n in range(runs):
         pair, variant = divmod(n, 2)
-        exp = f"exp-{pair % max(1, experiments):03d}"
+        exp = f"{exp_prefix}{pair % max(1, experiments):03d}"
         task = f"task-{pair // max(1, experiments):06d}"
         yield f"{exp}/{task}/{'smoke' if variant == 0 else 'e2e'}", task, exp, ("smoke" if variant == 0 else "e2e")
 
 
 def write_traces(fh: IO[bytes], *, runs: int, steps: int, experiments: int = 4, obs_bytes: int = 2048, seed: int = 7,
-                 target_bytes: Optional[int] = None, id_prefix: str = "") -> tuple[int, int]:
+                 target_bytes: Optional[int] = None, exp_prefix: str = "exp-") -> tuple[int, int]:
     """Write runs to `fh`; stop early once `target_bytes` is reached. Returns (bytes, records)."""
     rng = random.Random(seed)
     pool = TextPool(rng)
     written = records = 0
-    for k, (rid, task, exp, variant) in enumerate(plan(runs, experiments)):
+    for k, (rid, task, exp, variant) in enumerate(plan(runs, experiments, exp_prefix)):
         start = T0 + timedelta(minutes=k)
-        for rec in run_records(run_id=id_prefix + rid, task_id=task, experiment=exp, variant=variant, steps=steps,
+        for rec in run_records(run_id=rid, task_id=task, experiment=exp, variant=variant, steps=steps,
                                rng=rng, pool=pool, obs_bytes=obs_bytes, start=start):
             line = orjson.dumps(rec) + b"\n"
             fh.write(line)
@@ -150,13 +150,13 @@ def write_traces(fh: IO[bytes], *, runs: int, steps: int, experiments: int = 4, 
 
 
 def generate(path: Path, *, runs: int = 20, steps: int = 50, experiments: int = 4, obs_bytes: int = 2048,
-             seed: int = 7, target_mb: Optional[float] = None) -> tuple[int, int]:
+             seed: int = 7, target_mb: Optional[float] = None, exp_prefix: str = "exp-") -> tuple[int, int]:
     """Write a trace file; with `target_mb`, as many runs as it takes to reach that size."""
     path.parent.mkdir(parents=True, exist_ok=True)
     target = int(target_mb * 1024 * 1024) if target_mb else None
     with open(path, "wb", buffering=1 << 20) as fh:
         return write_traces(fh, runs=runs if target is None else 10**9, steps=steps, experiments=experiments,
-                            obs_bytes=obs_bytes, seed=seed, target_bytes=target)
+                            obs_bytes=obs_bytes, seed=seed, target_bytes=target, exp_prefix=exp_prefix)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
