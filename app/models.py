@@ -85,7 +85,7 @@ class Run(RunBase, table=True):
     end_record: Optional[Any] = _json()
     failure_report: Optional[Any] = _json()
     warnings: Optional[Any] = _json()
-    updated_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = Field(default=None, index=True)
 
 
 class RunPublic(RunBase):
