@@ -113,9 +113,13 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _data_version(session: Session) -> tuple:
-    newest = session.execute(select(func.max(RUNS.c.updated_at))).scalar()
-    count = session.execute(select(func.count()).select_from(RUNS)).scalar_one()
-    return newest, count
+    # Read once per session (one request): the list page asks for three cached values.
+    version = session.info.get("qita_data_version")
+    if version is None:
+        newest = session.execute(select(func.max(RUNS.c.updated_at))).scalar()
+        count = session.execute(select(func.count()).select_from(RUNS)).scalar_one()
+        version = session.info["qita_data_version"] = (newest, count)
+    return version
 
 
 def _filter_key(f: RunFilters) -> tuple:
