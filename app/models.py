@@ -74,6 +74,8 @@ class Run(RunBase, table=True):
     __table_args__ = (
         Index("ix_runs_experiment_variant", "experiment", "variant"),
         Index("ix_runs_steps", "steps"),
+        # the list filtered by experiment, newest first, walks this index in order
+        Index("ix_runs_experiment_started", "experiment", "started_at"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)

@@ -1,4 +1,4 @@
-"""list indexes: runs.updated_at (the list cache's data version)
+"""list indexes: runs.updated_at (the list cache's data version), runs (experiment, started_at)
 
 Revision ID: 0002
 Revises: 0001
@@ -17,8 +17,10 @@ depends_on: Union[str, Sequence[str], None] = None
 def upgrade() -> None:
     with op.batch_alter_table('runs', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_runs_updated_at'), ['updated_at'], unique=False)
+        batch_op.create_index('ix_runs_experiment_started', ['experiment', 'started_at'], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table('runs', schema=None) as batch_op:
+        batch_op.drop_index('ix_runs_experiment_started')
         batch_op.drop_index(batch_op.f('ix_runs_updated_at'))
