@@ -114,7 +114,11 @@ class Step(SQLModel, table=True):
     """One executed step; `record` is the step line as written (the raw-JSON view)."""
 
     __tablename__ = "steps"
-    __table_args__ = (UniqueConstraint("run_pk", "step", name="uq_steps_run_step"),)
+    __table_args__ = (
+        UniqueConstraint("run_pk", "step", name="uq_steps_run_step"),
+        # covers the verdict lane's query, so a 10,000-step run never reads its step records
+        Index("ix_steps_lane", "run_pk", "step", "critic_action", "critic_score", "retry"),
+    )
 
     id: Optional[int] = Field(default=None, primary_key=True)
     run_pk: int = Field(foreign_key="runs.id", ondelete="CASCADE")
