@@ -184,6 +184,6 @@ def sweep_abandoned(conn: Connection, *, now: datetime, abandon_after_s: float) 
         update(RUNS)
         .where(and_(RUNS.c.state == "running", RUNS.c.has_end.is_(False),
                     (RUNS.c.last_seen_at.is_(None)) | (RUNS.c.last_seen_at < cutoff)))
-        .values(state="abandoned")
+        .values(state="abandoned", updated_at=now)  # updated_at: the list's cached figures key on it
     )
     return result.rowcount or 0

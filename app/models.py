@@ -74,6 +74,8 @@ class Run(RunBase, table=True):
     __table_args__ = (
         Index("ix_runs_experiment_variant", "experiment", "variant"),
         Index("ix_runs_steps", "steps"),
+        # the list filtered by experiment, newest first, walks this index in order
+        Index("ix_runs_experiment_started", "experiment", "started_at"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -85,7 +87,7 @@ class Run(RunBase, table=True):
     end_record: Optional[Any] = _json()
     failure_report: Optional[Any] = _json()
     warnings: Optional[Any] = _json()
-    updated_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = Field(default=None, index=True)
 
 
 class RunPublic(RunBase):
@@ -112,7 +114,11 @@ class Step(SQLModel, table=True):
     """One executed step; `record` is the step line as written (the raw-JSON view)."""
 
     __tablename__ = "steps"
-    __table_args__ = (UniqueConstraint("run_pk", "step", name="uq_steps_run_step"),)
+    __table_args__ = (
+        UniqueConstraint("run_pk", "step", name="uq_steps_run_step"),
+        # covers the verdict lane's query, so a 10,000-step run never reads its step records
+        Index("ix_steps_lane", "run_pk", "step", "critic_action", "critic_score", "retry"),
+    )
 
     id: Optional[int] = Field(default=None, primary_key=True)
     run_pk: int = Field(foreign_key="runs.id", ondelete="CASCADE")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -98,17 +101,82 @@ def _where(f: RunFilters) -> list[Any]:
     return conds
 
 
+# -- list-page caching ---------------------------------------------------------------------
+# The list page's figures (count, pass rate, medians, top reasons) and the filter menus
+# scan the whole filtered set; at 100,000 runs that is far over the page's budget. They
+# only change when the runs change, so they are cached per (database, filters, data
+# version). The data version is read from the database itself (newest `updated_at`
+# through its index, and the row count), so a write by another process sharing the
+# same PostgreSQL invalidates the cache as surely as one by this board's writer.
+_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
+_CACHE_MAX = 256
+_CACHE_LOCK = threading.Lock()
+
+
+def _data_version(session: Session) -> tuple:
+    # Read once per session (one request): the list page asks for three cached values.
+    version = session.info.get("qita_data_version")
+    if version is None:
+        newest = session.execute(select(func.max(RUNS.c.updated_at))).scalar()
+        count = session.execute(select(func.count()).select_from(RUNS)).scalar_one()
+        version = session.info["qita_data_version"] = (newest, count)
+    return version
+
+
+def _filter_key(f: RunFilters) -> tuple:
+    return (f.q, f.experiment, f.variant, f.state, f.stop_reason, f.verdict, f.early_stopped, f.model, f.tag, f.task_id)
+
+
+def _cached(session: Session, key: tuple, compute: Any) -> Any:
+    bind = session.get_bind()
+    full = (id(bind), str(bind.url), *key, _data_version(session))
+    with _CACHE_LOCK:
+        if full in _CACHE:
+            _CACHE.move_to_end(full)
+            return copy.deepcopy(_CACHE[full])  # callers may change what they get
+    value = compute()
+    with _CACHE_LOCK:
+        _CACHE[full] = value
+        while len(_CACHE) > _CACHE_MAX:
+            _CACHE.popitem(last=False)
+    return copy.deepcopy(value)
+
+
 def list_runs(session: Session, *, filters: RunFilters) -> tuple[list[dict[str, Any]], int]:
     """One page of runs matching `filters`, and how many match in all."""
     conds = _where(filters)
-    count = session.execute(select(func.count()).select_from(RUNS).where(*conds)).scalar_one()
     col = SORTS.get(filters.sort, RUNS.c.started_at)
-    primary = col.desc() if filters.order == "desc" else col.asc()
-    tie = RUNS.c.id.desc() if filters.order == "desc" else RUNS.c.id.asc()
-    nulls = case((col.is_(None), 1), else_=0)
-    stmt = (select(*LIST_COLUMNS).where(*conds).order_by(nulls, primary, tie)
-            .offset(max(0, filters.offset)).limit(max(1, min(filters.limit, 500))))
-    rows = [dict(r) for r in session.execute(stmt).mappings()]
+    desc = filters.order == "desc"
+
+    def counts() -> tuple[int, int]:
+        total, non_null = session.execute(select(func.count(), func.count(col)).select_from(RUNS).where(*conds)).one()
+        return int(total), int(non_null)
+
+    count, non_null = _cached(session, ("list_count", filters.sort, _filter_key(filters)), counts)
+    offset = max(0, filters.offset)
+    limit = max(1, min(filters.limit, 500))
+    # Runs without a sort value come last in both orders. Reading the two parts apart,
+    # and only ids first, lets each part walk the sort column's index (a deep page is
+    # then an index walk, not a sort of the whole set), the same on SQLite and PostgreSQL.
+    tie = RUNS.c.id.desc() if desc else RUNS.c.id.asc()
+    ids: list[int] = []
+    if offset < non_null:
+        ids += session.execute(
+            select(RUNS.c.id).where(*conds, col.is_not(None))
+            .order_by(col.desc() if desc else col.asc(), tie).offset(offset).limit(limit)).scalars()
+    if len(ids) < limit and count > non_null:
+        ids += session.execute(
+            select(RUNS.c.id).where(*conds, col.is_(None)).order_by(tie)
+            .offset(max(0, offset - non_null)).limit(limit - len(ids))).scalars()
+    if not ids:
+        return [], count
+    found = {r["id"]: r for r in session.execute(select(RUNS.c.id, *LIST_COLUMNS).where(RUNS.c.id.in_(ids))).mappings()}
+    rows = []
+    for pk in ids:
+        if pk in found:
+            row = dict(found[pk])
+            row.pop("id")
+            rows.append(row)
     return rows, count
 
 
@@ -125,6 +193,10 @@ def _median(session: Session, col, conds: list[Any]) -> Optional[float]:
 
 def run_stats(session: Session, *, filters: RunFilters) -> dict[str, Any]:
     """Figures for the filtered set: counts, pass rate over graded runs, medians, top failures."""
+    return _cached(session, ("run_stats", _filter_key(filters)), lambda: _run_stats(session, filters))
+
+
+def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
     conds = _where(filters)
     row = session.execute(select(
         func.count(),
@@ -163,6 +235,10 @@ def run_stats(session: Session, *, filters: RunFilters) -> dict[str, Any]:
 
 def facet_values(session: Session) -> dict[str, list[str]]:
     """Distinct values for the filter menus."""
+    return _cached(session, ("facets",), lambda: _facet_values(session))
+
+
+def _facet_values(session: Session) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name in ("experiment", "variant", "model", "stop_reason"):
         col = getattr(RUNS.c, name)

@@ -24,7 +24,7 @@ fi
 
 if [ -f scripts/ci_postgres_env.sh ]; then
   # shellcheck disable=SC1091
-  source scripts/ci_postgres_env.sh
+  PYTHON=.venv/bin/python source scripts/ci_postgres_env.sh
 fi
 
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -121,7 +121,27 @@ class Ingestor:
             report.files += 1
             self.ingest_source(src, report, final=final, closed=closed)
         self.sweep()
+        if report.created:
+            self.analyze(len(report.created))
         return report
+
+    def analyze(self, created: int) -> None:
+        """Refresh SQLite's planner statistics after a pass that added many runs.
+
+        Without them SQLite picks the index of the least selective filter (at 100,000
+        runs, `verdict` over `experiment`: 80 ms instead of 1 ms for a filtered list
+        page). A sampled ANALYZE takes about 10 ms; PostgreSQL keeps its own statistics.
+        """
+        if self.engine.dialect.name != "sqlite":
+            return
+        try:
+            with self.engine.begin() as conn:
+                total = conn.execute(select(func.count()).select_from(RUNS)).scalar_one()
+                if created >= 1000 or created * 10 >= total:
+                    conn.exec_driver_sql("PRAGMA analysis_limit=1000")
+                    conn.exec_driver_sql("ANALYZE")
+        except SQLAlchemyError:
+            pass  # statistics are an optimisation: never fail an ingest over them
 
     def sweep(self) -> None:
         """Mark runs that went silent as abandoned."""

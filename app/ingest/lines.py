@@ -128,11 +128,87 @@ def check_record(value: dict[str, Any]) -> Optional[str]:
     model = RECORD_MODELS.get(rtype)
     if model is None:
         return None  # unknown types are kept raw
+    fast = _FAST_CHECKS.get(rtype)
+    if fast is not None and fast(value):
+        return None
     try:
         model.model_validate(value)
     except ValidationError as exc:
         return describe_validation_error(exc)
     return None
+
+
+# Fast acceptance of the two record types that make up nearly every line (steps and
+# events). Building the pydantic models was the largest single cost of ingest after the
+# database (docs/performance.md). These checks accept only values the models surely
+# accept (exact types, nothing coerced); anything else, valid or not, goes on to the
+# models, so the error messages stay theirs.
+
+
+def _opt_str(v: Any) -> bool:
+    return v is None or type(v) is str
+
+
+def _opt_num(v: Any) -> bool:
+    return v is None or type(v) is float or type(v) is int
+
+
+def _opt_int(v: Any) -> bool:
+    return v is None or type(v) is int
+
+
+def _action_ok(a: Any) -> bool:
+    return type(a) is dict and type(a.get("name")) is str
+
+
+def _list_of(v: Any, ok: Callable[[Any], bool]) -> bool:
+    return type(v) is list and all(ok(x) for x in v)
+
+
+def _critic_ok(o: Any) -> bool:
+    return (type(o) is dict and _opt_str(o.get("critic")) and type(o.get("action", "continue")) is str
+            and _opt_str(o.get("reason")) and _opt_num(o.get("score")))
+
+
+def _fast_step(v: dict[str, Any]) -> bool:
+    step = v.get("step")
+    if type(step) is not int or step < 0:
+        return False
+    if not (_opt_str(v.get("ts")) and _opt_num(v.get("duration_s")) and _opt_num(v.get("cost_usd"))):
+        return False
+    if type(v.get("retry", False)) is not bool:
+        return False
+    d = v.get("decision")
+    if d is not None:
+        if type(d) is not dict or not (_opt_str(d.get("mode")) and _opt_str(d.get("rationale"))
+                                       and _opt_str(d.get("final_answer"))):
+            return False
+        if "actions" in d and not _list_of(d["actions"], _action_ok):
+            return False
+    if "actions" in v and not _list_of(v["actions"], _action_ok):
+        return False
+    if "critic_outputs" in v and not _list_of(v["critic_outputs"], _critic_ok):
+        return False
+    for key in ("action_results", "tool_invocations"):
+        if key in v and type(v[key]) is not list:
+            return False
+    if "tool_invocations" in v and not all(type(t) is dict for t in v["tool_invocations"]):
+        return False
+    if "state_diff" in v and type(v["state_diff"]) is not dict:
+        return False
+    t = v.get("tokens")
+    if t is not None and not (type(t) is dict and _opt_int(t.get("input")) and _opt_int(t.get("output"))
+                              and _opt_int(t.get("total"))):
+        return False
+    return True
+
+
+def _fast_event(v: dict[str, Any]) -> bool:
+    return (type(v.get("phase")) is str and _opt_int(v.get("step")) and (v.get("ok") is None or type(v.get("ok")) is bool)
+            and _opt_str(v.get("ts")))
+
+
+_FAST_CHECKS: dict[str, Callable[[dict[str, Any]], bool]] = {"step": _fast_step, "event": _fast_event}
 
 
 Transform = Callable[[dict[str, Any], int], list[dict[str, Any]]]

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 import orjson
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import JSON, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from .. import derive
@@ -120,6 +120,7 @@ class Applier:
         self.engine = engine
         self.dialect = engine.dialect.name
         self._run_pks: dict[str, int] = {}
+        self._sql_cache: dict[tuple, str] = {}
 
     # -- helpers -----------------------------------------------------------------------
     def _insert(self, table):
@@ -132,6 +133,43 @@ class Applier:
 
             return sqlite_insert(table)
         return insert(table)
+
+    def _bulk(self, conn: Connection, table, rows: list[dict[str, Any]], *, keys: Optional[list[str]] = None,
+              on_conflict: Optional[str] = None) -> None:
+        """Insert many rows with one executemany; `on_conflict` is None, "nothing" or "update" (on `keys`).
+
+        On SQLite the statement goes straight to the driver with JSON already encoded by
+        orjson: SQLAlchemy's per-row parameter processing and json.dumps were most of the
+        ingest time (docs/performance.md). Elsewhere the portable Core path is used.
+        """
+        if not rows:
+            return
+        cols = list(rows[0])
+        if self.dialect != "sqlite":
+            ins = self._insert(table)
+            if on_conflict == "nothing" and hasattr(ins, "on_conflict_do_nothing"):
+                ins = ins.on_conflict_do_nothing(index_elements=keys)
+            elif on_conflict == "update" and hasattr(ins, "on_conflict_do_update"):
+                ins = ins.on_conflict_do_update(index_elements=keys,
+                                                set_={c: getattr(ins.excluded, c) for c in cols if c not in keys})
+            conn.execute(ins, rows)
+            return
+        sql = self._sql_cache.get((table.name, tuple(cols), on_conflict))
+        if sql is None:
+            sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            if on_conflict == "nothing":
+                sql += f" ON CONFLICT ({', '.join(keys)}) DO NOTHING"
+            elif on_conflict == "update":
+                sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys)
+                sql += f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
+            self._sql_cache[(table.name, tuple(cols), on_conflict)] = sql
+        json_cols = {i for i, c in enumerate(cols) if isinstance(table.c[c].type, JSON)}
+        if json_cols:
+            params = [tuple(orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode() if i in json_cols else v
+                            for i, v in enumerate(r.values())) for r in rows]
+        else:
+            params = [tuple(r.values()) for r in rows]
+        conn.exec_driver_sql(sql, params)
 
     def forget(self, run_id: Optional[str] = None) -> None:
         """Drop cached run keys (after a delete or a rollback)."""
@@ -189,18 +227,30 @@ class Applier:
         early: dict[int, dict[str, Any]] = {}
         starts: list[tuple[int, dict[str, Any], str, int]] = []
         ends: list[tuple[int, dict[str, Any], str, int]] = []
+        utc_text: dict[tuple[int, int], str] = {}
 
         for rec, raw, label, line in items:
             pk = self._run_pks[rec["run_id"]]
             touched[pk] = rec["run_id"]
-            ts = parse_ts(rec.get("ts"))
-            if ts is not None:
-                # The trace's own clock says when the run was last active (an old file
-                # ingested today is not a live run); never later than now.
-                seen = min(ts, now)
-                if pk not in last_seen or seen > last_seen[pk]:
-                    last_seen[pk] = seen
+            ts_text = rec.get("ts")
+            if type(ts_text) is str and ts_text[-1:] == "Z" and ts_text[10:11] == "T":
+                # UTC stamps of one length order as text: keep the newest string per run
+                # and length, and parse only those (parsing every line was a tenth of apply).
+                key = (pk, len(ts_text))
+                if ts_text > utc_text.get(key, ""):
+                    utc_text[key] = ts_text
+            elif ts_text is not None:
+                ts = parse_ts(ts_text)
+                if ts is not None:
+                    # The trace's own clock says when the run was last active (an old file
+                    # ingested today is not a live run); never later than now.
+                    seen = min(ts, now)
+                    if pk not in last_seen or seen > last_seen[pk]:
+                        last_seen[pk] = seen
             rtype = rec["type"]
+            # A NUL can only reach a parsed string through a \u0000 escape: a line
+            # without one needs no scrubbing (that walk was a tenth of the ingest time).
+            nul = raw is None or b"\\u0000" in raw
             if rtype == "step":
                 step = rec["step"]
                 tokens = rec.get("tokens") or {}
@@ -232,7 +282,7 @@ class Applier:
                         "effective_action": effective_action(o.get("action")),
                         "reason": clean_text(o.get("reason")),
                         "score": _num(o.get("score")),
-                        "details": _json_safe(o.get("details")),
+                        "details": _json_safe(o.get("details")) if nul else o.get("details"),
                     }
                     for i, o in enumerate(outs)
                 ]
@@ -280,6 +330,13 @@ class Applier:
                     "record": text,
                 })
 
+        for (pk, _len), text in utc_text.items():
+            ts = parse_ts(text)
+            if ts is None:
+                continue
+            seen = min(ts, now)
+            if pk not in last_seen or seen > last_seen[pk]:
+                last_seen[pk] = seen
         for pk, rec, label, line in starts:
             warn = self._apply_start(conn, pk, rec, source_format)
             if warn:
@@ -292,24 +349,18 @@ class Applier:
         if steps:
             keys = list(steps)
             # Replace steps written again (a re-read file): their critic outputs go with them.
-            for pk in {k[0] for k in keys}:
-                idxs = [k[1] for k in keys if k[0] == pk]
-                for i in range(0, len(idxs), 500):
-                    conn.execute(delete(CRITICS).where(CRITICS.c.run_pk == pk, CRITICS.c.step.in_(idxs[i:i + 500])))
-            ins = self._insert(STEPS)
-            if hasattr(ins, "on_conflict_do_update"):
-                cols = [c for c in next(iter(steps.values())) if c not in ("run_pk", "step")]
-                ins = ins.on_conflict_do_update(index_elements=["run_pk", "step"],
-                                                set_={c: getattr(ins.excluded, c) for c in cols})
-            conn.execute(ins, list(steps.values()))
-            rows = [r for outs in critic_rows.values() for r in outs]
-            if rows:
-                conn.execute(insert(CRITICS), rows)
+            if self.dialect == "sqlite":
+                # One driver-level executemany: rendering big IN lists cost more than the delete.
+                conn.exec_driver_sql("DELETE FROM critic_outputs WHERE run_pk = ? AND step = ?", keys)
+            else:
+                for pk in {k[0] for k in keys}:
+                    idxs = [k[1] for k in keys if k[0] == pk]
+                    for i in range(0, len(idxs), 500):
+                        conn.execute(delete(CRITICS).where(CRITICS.c.run_pk == pk, CRITICS.c.step.in_(idxs[i:i + 500])))
+            self._bulk(conn, STEPS, list(steps.values()), keys=["run_pk", "step"], on_conflict="update")
+            self._bulk(conn, CRITICS, [r for outs in critic_rows.values() for r in outs])
         if events:
-            ins = self._insert(EVENTS)
-            if hasattr(ins, "on_conflict_do_nothing"):
-                ins = ins.on_conflict_do_nothing(index_elements=["run_pk", "digest"])
-            conn.execute(ins, events)
+            self._bulk(conn, EVENTS, events, keys=["run_pk", "digest"], on_conflict="nothing")
         for row in criteria.values():
             self._upsert_result(conn, row)
         for row in early.values():

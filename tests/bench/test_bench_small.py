@@ -1,0 +1,103 @@
+"""Small-size runs of every benchmark: they must keep working and print the figures they promise.
+
+No timing is asserted here (speed belongs in bench/ and docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from app.ingest.lines import check_record
+from bench import gen, ingest as ingest_bench, qitos_side, server
+
+
+def _records(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_generator_writes_paired_valid_runs(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    size, n = gen.generate(path, runs=4, steps=3, experiments=1, obs_bytes=1000)
+    recs = _records(path)
+    assert size == path.stat().st_size and n == len(recs)
+    assert all(check_record(r) is None for r in recs)
+    kinds = Counter(r["type"] for r in recs)
+    # per run: 1 run_start, 3 steps, 3 x 5 phase events, 2 criteria, 1 run_end (+ an optional early_stop)
+    assert kinds["run_start"] == kinds["run_end"] == 4
+    assert kinds["step"] == 12 and kinds["event"] == 60 and kinds["criterion"] == 8
+    assert kinds["early_stop"] <= 2  # only smoke runs may stop early
+    starts = [r for r in recs if r["type"] == "run_start"]
+    assert sorted((r["task_id"], r["variant"]) for r in starts) == [
+        ("task-000000", "e2e"), ("task-000000", "smoke"), ("task-000001", "e2e"), ("task-000001", "smoke")]
+    step = next(r for r in recs if r["type"] == "step")
+    assert len(step["observation"]["screen"]) == 1000 and len(step["critic_outputs"]) == 3
+
+
+def test_generator_stops_at_target_size(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    size, _ = gen.generate(path, steps=5, target_mb=0.2)
+    assert 0.2 * 1024 * 1024 <= size < 0.2 * 1024 * 1024 + 200_000  # stops after the run that crossed it
+
+
+def test_ingest_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(ingest_bench, "WORK", tmp_path)
+    res = ingest_bench.main(["--mb", "0.3", "--steps", "5", "--rss-mb", "0.3"])
+    t = res["throughput"]
+    lines = len((tmp_path / "ingest-0.3mb-5s.jsonl").read_bytes().splitlines())
+    assert t["floor"]["records"] == t["ours"]["records"] == lines
+    assert t["ratio"] == pytest.approx(t["ours"]["mb_s"] / t["floor"]["mb_s"])
+    assert res["rss"]["records"] == lines and res["rss"]["hwm"] > 0
+    out = capsys.readouterr().out
+    for name in ("ingest floor: MB/s", "ingest ours: records/s", "ingest ratio ours/floor", "(target >= 50%)",
+                 "peak RSS ingesting", "(target < 250 MiB)"):
+        assert name in out
+
+
+def test_floor_writes_every_row(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    gen.generate(trace, runs=2, steps=4, experiments=1)
+    db = ingest_bench.fresh_db(tmp_path, "floor.db")
+    ingest_bench.floor_ingest(trace, db)
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    counts = {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("runs", "steps", "critic_outputs", "events")}
+    con.close()
+    assert counts == {"runs": 2, "steps": 8, "critic_outputs": 24, "events": 40}
+
+
+def test_server_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(server, "WORK", tmp_path)
+    res = server.main(["--runs", "200", "--big-steps", "60", "--pairs", "10", "--n", "2", "--upload-mb", "0.2",
+                       "--db", str(tmp_path / "s.db")])
+    assert res["build"]["runs"] == 200
+    r = res["results"]
+    for key in ("list_first", "list_filtered", "list_deep", "run_first", "run_block"):
+        assert r[key]["n"] >= 2 and r[key]["bytes"] > 0 and r[key]["p95_ms"] >= r[key]["p50_ms"] > 0
+    assert r["memory"]["n"] == 20 and not r["memory"]["errors"] and r["memory"]["before"] > 0
+    out = capsys.readouterr().out
+    assert "list page, 200 runs, first page p50" in out and "run page, one lazily loaded block p50" in out
+    # compare and upload are other engineers' routes: measured when present, else said so
+    for key, label in (("compare", "compare page, 10 pairs"), ("upload", "upload")):
+        if r[key] is None:
+            assert any(line.startswith(label) and line.endswith(server.SKIPPED) for line in out.splitlines())
+        else:
+            assert label in out
+
+
+def test_qitos_side_by_side(qitos_runs: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(qitos_side, "WORK", tmp_path)
+    folder = qitos_runs / "qitos_coding_20260222_045054_877344"
+    page = qitos_side.whole_run_page(folder).decode()
+    blob = page.split("type='application/json'>", 1)[1].rsplit("</script>", 1)[0]
+    data = orjson.loads(blob.replace("<\\/", "</"))
+    lines = lambda name: sum(1 for line in (folder / f"{name}.jsonl").read_bytes().splitlines() if line.strip())
+    assert len(data["steps"]) == lines("steps") and len(data["events"]) == lines("events")
+    res = qitos_side.main([str(folder), "--n", "2"])
+    assert res["theirs"]["bytes"] == len(page.encode()) and res["ours"]["bytes"] > 0
+    out = capsys.readouterr().out
+    assert "whole run in one page: bytes sent" in out and "qita board /runs/{id}: first response, cold" in out
