@@ -173,9 +173,11 @@ def task_records(task: dict[str, Any], *, experiment: str, variant: str, task_na
                         "elapsed_s": _num(early.get("elapsed_seconds")),
                         "turns_remaining": _int(early.get("turns_remaining_at_stop"))})
     status = (_str(task.get("final_status")) or "").lower()
+    errored = status in ("error", "errored", "crashed")
+    # Without a final_status the task.json does not say how the run ended: claim nothing.
     records.append({"type": "run_end", "run_id": run_id, "ts": _str(task.get("ended_at")),
-                    "status": "error" if status in ("error", "errored", "crashed") else "completed",
-                    "stop_reason": "early_stop" if early else ("unrecoverable_error" if status in ("error", "errored", "crashed") else "final"),
+                    "status": ("error" if errored else "completed") if status else None,
+                    "stop_reason": "early_stop" if early else ("unrecoverable_error" if errored else "final" if status else None),
                     "verdict": "pass" if status in PASS else "fail" if status in FAIL else None,
                     "steps": len(iterations),
                     "tokens": _tokens(task.get("token_usage", task.get("usage", task.get("tokens")))),

@@ -30,11 +30,18 @@ def resolve_groups(session, *, experiment: Optional[str], a: Optional[str], b: O
         if not (a_tag and b_tag):
             raise QitaError("to compare two tags give both a_tag and b_tag")
         return compare.Group("tag", a_tag), compare.Group("tag", b_tag)
+    variants = compare_queries.variants_by_experiment(session)
     if a or b:
+        if experiment and not (a and b):
+            # One side named: the other is the experiment's other variant, when that is unambiguous.
+            others = [v for v in variants.get(experiment, []) if v != (a or b)]
+            preferred = "e2e" if a else "smoke"
+            other = others[0] if len(others) == 1 else preferred if preferred in others else None
+            if other is not None:
+                a, b = (a, other) if a else (other, b)
         if not (experiment and a and b):
             raise QitaError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)")
         return compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
-    variants = compare_queries.variants_by_experiment(session)
     if experiment:
         variants = {experiment: variants.get(experiment, [])}
     pick = compare.choose_default(variants)

@@ -206,3 +206,18 @@ def test_pair_without_b_finds_the_twin(client, experiment):
     assert data["b"]["run"]["run_id"] == "e-t4-0"
     assert client.get("/api/pair", params={"a": "s-t5-0"}).status_code == 404
     assert client.get("/api/pair", params={"a": "nope", "b": "e-t4-0"}).status_code == 404
+
+
+def test_one_variant_named_compares_it_with_the_experiments_other_variant(client, ingest, tmp_path):
+    from tests.conftest import write_jsonl
+
+    recs = []
+    for variant in ("smoke", "e2e"):
+        rid = f"{variant}-t"
+        recs += [{"type": "run_start", "run_id": rid, "experiment": "E1", "variant": variant, "task_id": "t"},
+                 {"type": "run_end", "run_id": rid, "status": "completed", "stop_reason": "final", "steps": 2}]
+    ingest(write_jsonl(tmp_path / "e.jsonl", recs))
+    body = client.get("/api/compare", params={"experiment": "E1", "a": "smoke"}).json()
+    assert (body["groups"]["a"]["value"], body["groups"]["b"]["value"], body["summary"]["paired"]) == ("smoke", "e2e", 1)
+    body = client.get("/api/compare", params={"experiment": "E1", "b": "smoke"}).json()
+    assert (body["groups"]["a"]["value"], body["groups"]["b"]["value"]) == ("e2e", "smoke")
