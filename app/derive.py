@@ -65,7 +65,9 @@ def derive_verdict(
                 return "not_graded", "armed"
             ok = len(results) == len(armed) and all(results)
             return ("pass" if ok else "fail"), "armed"
-    gating = [c for c in criteria if c["gating"]]
+    # When the run declares its criteria, a result for an undeclared id is shown but does not gate.
+    declared = any(c.get("has_spec", True) for c in criteria)
+    gating = [c for c in criteria if c["gating"] and (c.get("has_spec", True) or not declared)]
     results = [criterion_passed(c["score"], c["passed"], c["pass_threshold"]) for c in gating if c["has_result"]]
     if not results:
         return "not_graded", "none"
@@ -146,7 +148,8 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     early_stopped = early is not None
     crit_rows = [dict(r) for r in conn.execute(
         select(CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating, CRITERIA.c.pass_threshold,
-               CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed).where(CRITERIA.c.run_pk == pk)
+               CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed, CRITERIA.c.has_spec)
+        .where(CRITERIA.c.run_pk == pk)
     ).mappings()]
     verdict, gated_on = derive_verdict(
         crit_rows,

@@ -14,7 +14,7 @@ import sys
 from typing import Annotated, Any, Literal, Optional, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 SCHEMA_ID = "qita.trace/1"
 
@@ -47,6 +47,18 @@ RunId = Annotated[str, Field(min_length=1, max_length=200, description="Any Unic
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_absent(cls, data: Any) -> Any:
+        # A writer that spells an absent list, object or flag as null means "not given":
+        # read it as the field's default rather than rejecting the record.
+        if isinstance(data, dict):
+            drop = [name for name, f in cls.model_fields.items()
+                    if not f.is_required() and f.default is not None and data.get(f.alias or name, 0) is None]
+            if drop:
+                data = {k: v for k, v in data.items() if k not in {cls.model_fields[n].alias or n for n in drop}}
+        return data
 
 
 class Budget(_Model):
@@ -109,7 +121,7 @@ class CriticOutput(_Model):
     """One critic's verdict on a step. `action` other than stop/retry counts as continue."""
 
     critic: Optional[str] = None
-    action: str = "continue"
+    action: Any = Field("continue", description="continue, stop or retry; any other value is shown as given and counts as continue")
     reason: Optional[str] = None
     score: Optional[float] = None
     details: Any = None
@@ -178,7 +190,7 @@ class CriterionRecord(_Record):
 
     type: Literal["criterion"] = "criterion"
     id: str
-    score: Optional[float] = Field(None, ge=0, le=1)
+    score: Optional[float] = Field(None, description="in [0, 1]; readers show other values as given, flagged")
     passed: Optional[bool] = None
     details: Any = None
     live_verdict: Optional[Literal["pass", "fail", "undecided"]] = None
@@ -193,7 +205,7 @@ class EarlyStopRecord(_Record):
     deciding_criterion: Optional[str] = None
     armed_criteria: list[str] = Field(default_factory=list)
     step: Optional[int] = None
-    tool_call_index: Optional[int] = Field(None, ge=1)
+    tool_call_index: Optional[int] = Field(None, description="1-based")
     elapsed_s: Optional[float] = None
     turns_remaining: Optional[int] = None
 

@@ -27,7 +27,7 @@ from ..models import IngestSource, Run
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
 from . import coder_eval  # noqa: F401  (registers the coder_eval results reader)
-from .lines import GZIP_ERRORS, check_record, iter_items, open_stream
+from .lines import GZIP_ERRORS, iter_items, open_stream, validate_record
 from .sources import Discovery, Source, discover
 from .store import Applier
 
@@ -181,7 +181,7 @@ class Ingestor:
             conn.execute(SOURCES.insert().values(path=src.key, kind=src.kind, **values))
 
     def _commit(self, src: Source, report: IngestReport, batch: list, source_values: Optional[dict[str, Any]],
-                *, closed: bool) -> None:
+                *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None) -> None:
         """Apply one batch and record the source's progress, atomically."""
         try:
             with self.engine.begin() as conn:
@@ -193,13 +193,11 @@ class Ingestor:
                     report.run_ids |= touched
                     report.records += len(batch)
                     by_run: dict[str, list[str]] = {}
-                    for label, line, message in warnings:
+                    for label, line, message, run_id in warnings:
                         report.warnings.append(IngestIssue(label, line or None, message))
-                    for rec, _raw, label, line in batch:
-                        if rec["type"] in ("run_start", "run_end"):
-                            for w_label, w_line, w_msg in warnings:
-                                if w_label == label and w_line == line:
-                                    by_run.setdefault(rec["run_id"], []).append(w_msg)
+                        by_run.setdefault(run_id, []).append(message)
+                    for rid, msgs in (run_warnings or {}).items():
+                        by_run.setdefault(rid, []).extend(msgs)
                     for rid, msgs in by_run.items():
                         self.applier.add_warnings(conn, rid, msgs)
                     self.applier.recompute(conn, touched, abandon_after_s=self.settings.abandon_after_s)
@@ -221,10 +219,12 @@ class Ingestor:
             report.errors.append(IngestIssue(src.label, line, message))
         batch = []
         for rec in records:
-            err = check_record(rec)
+            rec, err, warns = validate_record(rec)
             if err:
                 report.errors.append(IngestIssue(src.label, None, err))
             else:
+                for w in warns:
+                    report.warnings.append(IngestIssue(src.label, None, w))
                 batch.append((rec, None, src.label, 0))
         self._commit(src, report, batch, {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
                                           "offset": st.st_size, "lines": 0}, closed=closed)
@@ -271,6 +271,7 @@ class Ingestor:
     def _read_loop(self, src: Source, fh, report: IngestReport, offset: int, line: int, hasher, st,
                    *, final: bool, closed: bool) -> None:
         batch: list[tuple[dict[str, Any], Optional[bytes], str, int]] = []
+        run_warnings: dict[str, list[str]] = {}
         consumed_offset, consumed_line = offset, line
         digest = hasher.copy()
         reported = offset
@@ -289,19 +290,25 @@ class Ingestor:
                     report.errors.append(IngestIssue(src.label, item.line, item.error))
                 if item.record is not None:
                     batch.append((item.record, item.raw, src.label, item.line))
+                    if item.warnings:
+                        for w in item.warnings:
+                            report.warnings.append(IngestIssue(src.label, item.line, w))
+                        run_warnings.setdefault(item.record["run_id"], []).extend(
+                            f"{src.label.rsplit('/', 1)[-1]}:{item.line}: {w}" for w in item.warnings)
                 if item.pending or item.more:
                     continue
                 # iter_items hashes exactly the consumed lines, so this is the digest of [0, end).
                 consumed_offset, consumed_line = item.end, item.line
                 digest = hasher.copy()
                 if len(batch) >= self.settings.batch_lines:
-                    self._commit(src, report, batch, source_values(False), closed=closed)
+                    self._commit(src, report, batch, source_values(False), closed=closed, run_warnings=run_warnings)
                     batch = []
+                    run_warnings = {}
                     if self.progress and not gz:
                         self.progress(consumed_offset - reported)
                         reported = consumed_offset
         except GZIP_ERRORS as exc:
             report.errors.append(IngestIssue(src.label, consumed_line + 1, f"cannot decompress: {exc}"))
-        self._commit(src, report, batch, source_values(True), closed=closed)
+        self._commit(src, report, batch, source_values(True), closed=closed, run_warnings=run_warnings)
         if self.progress:
             self.progress((consumed_offset - reported) if not gz else st.st_size)

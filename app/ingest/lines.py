@@ -36,6 +36,8 @@ class Item:
     pending: bool = False
     #: more records of the same line follow (a transform that yields several)
     more: bool = False
+    #: values of this line that were ignored (wrong type), the record itself kept
+    warnings: Optional[list[str]] = None
 
 
 class LimitExceeded(Exception):
@@ -108,34 +110,108 @@ def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     return value, None
 
 
+#: Fields a record cannot do without: a wrong or missing value here rejects the line.
+REQUIRED_FIELDS = {"step": {"step"}, "event": {"phase"}, "criterion": {"id"}}
+#: How many bad optional values one record may have before it is rejected as a whole.
+MAX_REPAIRS = 20
+
+
 def check_record(value: dict[str, Any]) -> Optional[str]:
-    """Validate a parsed record against the v1 models; None when it is acceptable."""
+    """Validate a parsed record; None when it is acceptable as it is (see `validate_record`)."""
+    _record, error, _warnings = validate_record(value)
+    if error is None and _warnings:
+        return None
+    return error
+
+
+def validate_record(value: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[str], list[str]]:
+    """(record to store, error, warnings) for one parsed line.
+
+    `type`, `run_id` and each type's key field (a step's index, an event's phase, a
+    criterion's id) must be right, or the line is rejected. Any other field with a value
+    of the wrong type is dropped from the stored copy with a warning naming it, and the
+    rest of the record is kept: one odd value never costs a whole step.
+    """
     rtype = value.get("type")
     if "type" not in value:
-        return "missing field 'type'"
+        return None, "missing field 'type'", []
     if not isinstance(rtype, str):
-        return f"field 'type': must be a string, got {_json_kind(rtype)}"
+        return None, f"field 'type': must be a string, got {_json_kind(rtype)}", []
     run_id = value.get("run_id")
     if "run_id" not in value:
-        return "missing field 'run_id'"
+        return None, "missing field 'run_id'", []
     if not isinstance(run_id, str):
-        return f"field 'run_id': must be a string, got {_json_kind(run_id)}"
+        return None, f"field 'run_id': must be a string, got {_json_kind(run_id)}", []
     if not 1 <= len(run_id) <= 200:
-        return f"field 'run_id': must be 1 to 200 characters, got {len(run_id)}"
+        return None, f"field 'run_id': must be 1 to 200 characters, got {len(run_id)}", []
     if "\x00" in run_id:
         # The run id is a key: it cannot be cleaned like other text, and PostgreSQL rejects NUL.
-        return "field 'run_id': must not contain the NUL character (\\u0000)"
+        return None, "field 'run_id': must not contain the NUL character (\\u0000)", []
     model = RECORD_MODELS.get(rtype)
     if model is None:
-        return None  # unknown types are kept raw
+        return value, None, []  # unknown types are kept raw
     fast = _FAST_CHECKS.get(rtype)
     if fast is not None and fast(value):
-        return None
-    try:
-        model.model_validate(value)
-    except ValidationError as exc:
-        return describe_validation_error(exc)
-    return None
+        return value, None, []
+    record = value
+    warnings: list[str] = []
+    for _ in range(MAX_REPAIRS):
+        try:
+            model.model_validate(record)
+            return record, None, warnings
+        except ValidationError as exc:
+            failure = exc
+        first = failure.errors(include_url=False)[0]
+        loc = list(first.get("loc", ()))
+        if not loc or loc[0] in REQUIRED_FIELDS.get(rtype, ()) or loc[0] in ("type", "run_id"):
+            return None, describe_validation_error(failure), []
+        if first.get("type") == "missing" and len(loc) > 1:
+            # A nested object without its key field (a criterion spec without id): drop the object.
+            loc = loc[:-1]
+        if record is value:
+            record = _copy_along(value, loc)
+        else:
+            record = _copy_along(record, loc)
+        if not _drop(record, loc):
+            return None, describe_validation_error(failure), []
+        path = ".".join(str(p) for p in loc)
+        warnings.append(f"field '{path}': {first.get('msg', 'invalid value')}; value ignored, the rest of the record kept")
+    return None, "too many invalid fields", []
+
+
+def _copy_along(value: Any, loc: list[Any]) -> Any:
+    """A copy of `value` in which the containers along `loc` are new (the rest is shared)."""
+    if isinstance(value, dict):
+        out: Any = dict(value)
+    elif isinstance(value, list):
+        out = list(value)
+    else:
+        return value
+    if loc:
+        key = loc[0]
+        try:
+            out[key] = _copy_along(out[key], loc[1:])
+        except (KeyError, IndexError, TypeError):
+            pass
+    return out
+
+
+def _drop(record: Any, loc: list[Any]) -> bool:
+    """Remove the value at `loc` (a dict key, or a list element); False when it is not there."""
+    parent = record
+    for key in loc[:-1]:
+        try:
+            parent = parent[key]
+        except (KeyError, IndexError, TypeError):
+            return False
+    last = loc[-1]
+    if isinstance(parent, dict) and last in parent:
+        del parent[last]
+        return True
+    if isinstance(parent, list) and isinstance(last, int) and 0 <= last < len(parent):
+        del parent[last]
+        return True
+    return False
 
 
 # Fast acceptance of the two record types that make up nearly every line (steps and
@@ -277,11 +353,16 @@ def iter_items(
                     records, err = [], str(exc) or type(exc).__name__
             else:
                 records = [value] if value is not None else []
+            item_warnings: list[str] = []
             if err is None:
+                checked = []
                 for rec in records:
-                    err = check_record(rec)
+                    rec, err, warns = validate_record(rec)
                     if err:
                         break
+                    checked.append(rec)
+                    item_warnings.extend(warns)
+                records = checked if err is None else records
             if err is None or complete:
                 if hasher is not None:
                     hasher.update(raw)
@@ -290,6 +371,7 @@ def iter_items(
                     yield Item(line=line_no, end=offset)
                 for i, rec in enumerate(records):
                     yield Item(line=line_no, end=offset, record=rec, raw=body if transform is None else None,
+                               warnings=item_warnings if (item_warnings and i == 0) else None,
                                more=i < len(records) - 1)
                 continue
             item = Item(line=line_no, end=offset, error=err)

@@ -69,12 +69,26 @@ def clean_text(value: Any, limit: Optional[int] = None) -> Optional[str]:
 
 
 def _num(value: Any) -> Optional[float]:
+    if type(value) is str:
+        # The models accept a numeric string ("0.5") for a number; so does the store.
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+        return value if value == value and abs(value) != float("inf") else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
 
 
 def _int(value: Any) -> Optional[int]:
+    if type(value) is str:
+        try:
+            value = int(value.strip())
+        except ValueError:
+            return None
+    elif type(value) is float and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     if abs(value) > 2**62:
@@ -211,10 +225,10 @@ class Applier:
               source_format: str = "qita", closed: bool = False) -> tuple[set[str], set[str], list[tuple[str, int, str]]]:
         """Apply `(record, raw line, file label, line number)` items in `conn`'s transaction.
 
-        Returns (touched run ids, created run ids, warnings as (file, line, message)).
+        Returns (touched run ids, created run ids, warnings as (file, line, message, run id)).
         """
         created: set[str] = set()
-        warnings: list[tuple[str, int, str]] = []
+        warnings: list[tuple[str, int, str, str]] = []
         self._ensure_runs(conn, (rec["run_id"] for rec, *_ in items), created)
         now = utcnow()
         touched: dict[int, str] = {}
@@ -288,12 +302,18 @@ class Applier:
                 ]
             elif rtype == "criterion":
                 cid = rec["id"]
+                score = _num(rec.get("score"))
+                passed = rec.get("passed") if isinstance(rec.get("passed"), bool) else None
+                if score is not None and not 0 <= score <= 1:
+                    warnings.append((label, line, f"criterion {cid!r}: score {score:g} is outside [0, 1]; kept as written",
+                                     rec["run_id"]))
                 criteria[(pk, cid)] = {
                     "run_pk": pk,
                     "criterion_id": clean_text(cid, 400),
-                    "has_result": True,
-                    "score": _num(rec.get("score")),
-                    "passed": rec.get("passed") if isinstance(rec.get("passed"), bool) else None,
+                    # A record with neither score nor passed (an undecided live verdict) grades nothing.
+                    "has_result": score is not None or passed is not None,
+                    "score": score,
+                    "passed": passed,
                     "live_verdict": rec.get("live_verdict"),
                     "decided_at_step": _int(rec.get("decided_at_step")),
                     "details": _json_safe(rec.get("details")),
@@ -340,11 +360,11 @@ class Applier:
         for pk, rec, label, line in starts:
             warn = self._apply_start(conn, pk, rec, source_format)
             if warn:
-                warnings.append((label, line, warn))
+                warnings.append((label, line, warn, rec["run_id"]))
         for pk, rec, label, line in ends:
             warn = self._apply_end(conn, pk, rec)
             if warn:
-                warnings.append((label, line, warn))
+                warnings.append((label, line, warn, rec["run_id"]))
 
         if steps:
             keys = list(steps)

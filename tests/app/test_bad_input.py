@@ -130,9 +130,10 @@ CASES: list[Case] = [
          errors=[(2, "field 'type': must be a string, got a number"),
                  (3, "field 'run_id': must be a string, got a number"),
                  (4, "field 'step': Input should be a valid integer, unable to parse string as an integer"),
-                 (5, "field 'run_id': must be 1 to 200 characters, got 0"),
-                 (6, "field 'critic_outputs': Input should be a valid list")],
-         runs={"w": [0]}),
+                 (5, "field 'run_id': must be 1 to 200 characters, got 0")],
+         # a wrongly typed optional field costs only that value: the step is kept, with a warning
+         warnings=[(6, "field 'critic_outputs': Input should be a valid list; value ignored, the rest of the record kept")],
+         runs={"w": [0, 3]}),
     Case("nan_infinity", "nan.jsonl",
          lambda: lines(start("f"), b'{"type":"step","run_id":"f","step":0,"duration_s":NaN}',
                        b'{"type":"step","run_id":"f","step":1,"cost_usd":Infinity}', step("f", 2)),

@@ -338,3 +338,73 @@ def test_memory_is_not_needed_for_long_files_lines_are_streamed(ingest, engine, 
     assert report.records == 3001
     assert scalar(engine, "select offset from ingest_sources") == os.path.getsize(path)
     assert run_row(engine, "long")["steps"] == 3000
+
+
+# -- a lenient reader: odd values cost the value, never the record ---------------------------
+
+
+def test_null_optional_fields_read_as_absent(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "nulls.jsonl", [
+        start("n", replicate=None, tags=None, critics=None, criteria=None, budget=None, early_stop=None, metadata=None),
+        step("n", 0, actions=None, decision={"mode": "act", "actions": None}, critic_outputs=None, state_diff=None,
+             action_results=None, tool_invocations=None, tokens=None, retry=None),
+        end("n", tokens=None, failure_report=None)])
+    report = ingest(path)
+    assert report.ok and report.records == 3 and report.warnings == []
+    r = run_row(engine, "n")
+    assert (r["has_start"], r["replicate"], r["steps"], r["state"]) == (True, 0, 1, "finished")
+
+
+def test_odd_critic_actions_are_kept_as_written_and_count_as_continue(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "odd.jsonl", [start("o"), step("o", 0, critic_outputs=[
+        {"critic": "a", "action": 42}, {"critic": "b", "action": "STOP"}, {"critic": "c", "action": "retry"}])])
+    assert ingest(path).ok
+    with engine.connect() as conn:
+        rows = conn.execute(text("select critic, action, effective_action from critic_outputs order by idx")).all()
+    assert [tuple(r) for r in rows] == [("a", "42", "continue"), ("b", "STOP", "continue"), ("c", "retry", "retry")]
+    assert scalar(engine, "select critic_action from steps") == "retry"
+
+
+def test_a_wrongly_typed_optional_value_is_dropped_with_a_warning_and_the_step_kept(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [start("w"), step("w", 0, tokens={"input": 1.5, "total": 9},
+                                                               critic_outputs=[{"critic": "x", "score": "high"}])])
+    report = ingest(path)
+    assert report.ok and report.records == 2
+    assert [(w.line, w.message) for w in report.warnings] == [
+        (2, "field 'critic_outputs.0.score': Input should be a valid number, unable to parse string as a number; "
+            "value ignored, the rest of the record kept"),
+        (2, "field 'tokens.input': Input should be a valid integer, got a number with a fractional part; "
+            "value ignored, the rest of the record kept")]
+    assert (scalar(engine, "select tokens_total from steps"), scalar(engine, "select count(*) from critic_outputs")) == (9, 1)
+    assert len(orjson.loads(run_row(engine, "w")["warnings"])) == 2
+
+
+def test_out_of_range_score_and_zero_tool_call_index_are_kept_and_flagged(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("s", criteria=[{"id": "c"}]), crit("s", "c", 1.7),
+        {"type": "early_stop", "run_id": "s", "reason": "criterion_passed", "tool_call_index": 0}, end("s")])
+    report = ingest(path)
+    assert report.ok
+    assert [w.message for w in report.warnings] == ["criterion 'c': score 1.7 is outside [0, 1]; kept as written"]
+    assert scalar(engine, "select score from criteria") == 1.7
+    assert scalar(engine, "select tool_call_index from early_stops") == 0
+
+
+def test_an_undecided_criterion_grades_nothing_and_undeclared_results_do_not_gate(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("u", criteria=[{"id": "c"}]),
+        {"type": "criterion", "run_id": "u", "id": "c", "score": None, "passed": None, "live_verdict": "undecided"},
+        crit("u", "ghost", 0.0), end("u"),
+        start("g", criteria=[{"id": "c"}]), crit("g", "c", 1.0), crit("g", "ghost", 0.0), end("g")])
+    assert ingest(path).ok
+    assert run_row(engine, "u")["verdict"] == "not_graded"
+    assert run_row(engine, "g")["verdict"] == "pass"
+
+
+def test_numbers_written_as_strings_count_in_totals(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [start("s"), step("s", 0, tokens={"input": "100", "output": "20", "total": "120"},
+                                                               cost_usd="0.5", duration_s="2.5"), end("s")])
+    assert ingest(path).ok
+    r = run_row(engine, "s")
+    assert (r["tokens_total"], r["cost_usd"]) == (120, 0.5)
+    assert scalar(engine, "select duration_s from steps") == 2.5
