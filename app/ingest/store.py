@@ -357,6 +357,15 @@ class Applier:
             seen = min(ts, now)
             if pk not in last_seen or seen > last_seen[pk]:
                 last_seen[pk] = seen
+        for pk, rec, label, line in (*starts, *ends):
+            ts = rec.get("ts")
+            if ts is not None and parse_ts(ts) is None:
+                warnings.append((label, line, f"{rec['type']}: ts {str(ts)[:60]!r} is not an RFC 3339 time; "
+                                              "the run's times are shown without it", rec["run_id"]))
+            elapsed = _num(rec.get("elapsed_s"))
+            if elapsed is not None and elapsed < 0:
+                warnings.append((label, line, f"run_end: negative elapsed_s ({elapsed:g}); shown as written",
+                                 rec["run_id"]))
         for pk, rec, label, line in starts:
             warn = self._apply_start(conn, pk, rec, source_format)
             if warn:

@@ -408,3 +408,13 @@ def test_numbers_written_as_strings_count_in_totals(ingest, engine, tmp_path):
     r = run_row(engine, "s")
     assert (r["tokens_total"], r["cost_usd"]) == (120, 0.5)
     assert scalar(engine, "select duration_s from steps") == 2.5
+
+
+def test_bad_timestamps_and_negative_elapsed_are_flagged(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [start("b", ts="garbage-ts"), end("b", ts="2026-13-45T00:00:00Z", elapsed_s=-10)])
+    report = ingest(path)
+    assert report.ok
+    assert [(w.line, w.message) for w in report.warnings] == [
+        (1, "run_start: ts 'garbage-ts' is not an RFC 3339 time; the run's times are shown without it"),
+        (2, "run_end: ts '2026-13-45T00:00:00Z' is not an RFC 3339 time; the run's times are shown without it"),
+        (2, "run_end: negative elapsed_s (-10); shown as written")]
