@@ -21,9 +21,24 @@ def pytest_report_header(config):
     return [f"qita: PostgreSQL tests {'ON (' + pg.split('@')[-1] + ')' if pg else 'off (QITA_TEST_POSTGRES_URL not set)'}"]
 
 
+def pytest_generate_tests(metafunc):
+    # Storage and API tests marked `both_backends` run on SQLite and on PostgreSQL (the
+    # latter skipped unless QITA_TEST_POSTGRES_URL is set).
+    if "settings" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    """Settings for a fresh SQLite file in the test's temporary folder."""
+def backend(request) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def settings(tmp_path: Path, backend: str, request) -> Settings:
+    """Settings for a fresh database: a SQLite file in the test's temporary folder, or a
+    fresh PostgreSQL database for `both_backends` tests."""
+    if backend == "postgresql":
+        return request.getfixturevalue("pg_settings")
     return Settings(db=str(tmp_path / "qita.db"), batch_lines=50)
 
 

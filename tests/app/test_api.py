@@ -9,6 +9,8 @@ import pytest
 from app.urls import decode_run_id, encode_run_id
 from tests.conftest import write_jsonl
 
+pytestmark = pytest.mark.both_backends
+
 from .test_ingest import EXAMPLE
 
 ODD_IDS = [

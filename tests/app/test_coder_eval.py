@@ -13,6 +13,10 @@ from sqlmodel import Session
 
 from app import queries
 
+import pytest
+
+pytestmark = pytest.mark.both_backends
+
 
 def criterion(ctype: str, description: str, score: float, *, threshold: float = 0.5, gating: bool = True) -> dict[str, Any]:
     return {"criterion_type": ctype, "description": description, "score": score, "pass_threshold": threshold,

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import write_jsonl
 
+pytestmark = pytest.mark.both_backends
+
 
 def run_records(run_id: str, task: str, variant: str, rep: int, *, passed: Optional[bool], early: Optional[str] = None,
                 steps: int, tokens: int, elapsed: float, cost: Optional[float], ts: str = "2026-01-01T10:00:00Z",
