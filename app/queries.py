@@ -569,6 +569,14 @@ def steps_after(session: Session, *, run_pk: int, after: int) -> int:
                            .where(STEPS.c.run_pk == run_pk, STEPS.c.step <= after)).scalar_one()
 
 
+def step_at(session: Session, *, run_pk: int, position: int) -> Optional[int]:
+    """The step index at `position` in step order (0 is the first step), or None."""
+    if position < 0:
+        return None
+    return session.execute(select(STEPS.c.step).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step)
+                           .offset(position).limit(1)).scalar_one_or_none()
+
+
 def export_records(session: Session, *, run_pk: int, batch: int = 500):
     """The run's records in v1 order for export: run_start, each step followed by its events,
     run-level events, criteria results, early_stop, run_end."""

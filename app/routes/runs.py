@@ -134,6 +134,11 @@ def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id
     offset = queries.steps_after(session, run_pk=pk, after=from_step - 1) if from_step else 0
     steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=settings.page_steps)
     context = {"steps": steps, "steps_total": total, "offset": offset, "limit": settings.page_steps}
+    if offset > 0:
+        # The block before this one ends at the step just above the first shown ("k" and
+        # "earlier steps" land there), whatever gaps the step numbers have.
+        context["earlier_from"] = queries.step_at(session, run_pk=pk, position=max(0, offset - settings.page_steps))
+        context["prev_step"] = queries.step_at(session, run_pk=pk, position=offset - 1)
     return respond(request, "run.html", data, fragment="_run_header.html", context=context)
 
 
