@@ -7,7 +7,7 @@ text inert. Nothing here ever marks trace data as safe HTML.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 import orjson
@@ -80,6 +80,9 @@ def fmt_duration(seconds: Any) -> str:
         return str(seconds)
     if s < 1:
         return f"{s * 1000:.0f} ms"
+    if s < 10:
+        # Two decimals below 10 s: "8.25 s" must not read as "8.2 s".
+        return f"{s:.2f} s"
     if s < 60:
         return f"{s:.1f} s"
     if s < 3600:
@@ -101,10 +104,22 @@ def fmt_usd(value: Any) -> str:
 
 
 def fmt_dt(value: Any) -> str:
+    """A stored time (always UTC) to the second, saying so."""
     if value is None:
         return "—"
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc)
+        return value.strftime("%Y-%m-%d %H:%M:%S") + " UTC"
+    return str(value)
+
+
+def fmt_iso(value: Any) -> str:
+    """A stored time as full ISO 8601 with its UTC offset (for a title attribute)."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return (value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)).isoformat()
     return str(value)
 
 

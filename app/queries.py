@@ -283,9 +283,18 @@ def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, ear
             "live_verdict": r["live_verdict"],
             "decided_at_step": r["decided_at_step"],
             "details": r["details"],
+            "score_raw": _raw_score(r["score"], r["result"]),
             "declared": r["has_spec"],
         })
     return out
+
+
+def _raw_score(stored: Any, result: Any) -> Any:
+    """The score as the criterion record wrote it, when none was stored (e.g. out of range
+    or not a number): the page shows it as written rather than as absent."""
+    if stored is not None or not isinstance(result, dict):
+        return None
+    return result.get("score")
 
 
 def get_early_stop(session: Session, *, run_pk: int) -> Optional[dict[str, Any]]:
@@ -314,9 +323,11 @@ def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str
         rows = session.execute(select(STEPS.c.step, STEPS.c.step, rank, STEPS.c.critic_score, STEPS.c.retry.cast(RUNS.c.steps.type))
                                .where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step)).all()
     else:
-        # Buckets by position so a long run keeps a bounded page size.
+        # Buckets by position so a long run keeps a bounded page size. `pos / bucket` would
+        # be true division in SQLAlchemy 2 (one bucket per step) and FLOOR is missing from
+        # some SQLite builds: the bucket's first position, pos - pos % bucket, is exact.
         pos = func.row_number().over(order_by=STEPS.c.step) - 1
-        inner = select(STEPS.c.step.label("step"), (pos / bucket).label("b"), rank.label("rank"),
+        inner = select(STEPS.c.step.label("step"), (pos - pos % bucket).label("b"), rank.label("rank"),
                        STEPS.c.critic_score.label("score"), STEPS.c.retry.cast(RUNS.c.steps.type).label("retry")) \
             .where(STEPS.c.run_pk == run_pk).subquery()
         rows = session.execute(select(func.min(inner.c.step), func.max(inner.c.step), func.max(inner.c.rank),
@@ -379,6 +390,60 @@ def get_run_events(session: Session, *, run_pk: int, without_step: bool = True, 
         stmt = stmt.where(EVENTS.c.step.is_(None))
     rows = session.execute(stmt.order_by(EVENTS.c.ts, EVENTS.c.id).limit(limit)).mappings()
     return [{"step": r["step"], "phase": r["phase"], "ok": r["ok"], "ts": r["ts"], "record": _loads(r["record"])} for r in rows]
+
+
+def count_run_events(session: Session, *, run_pk: int) -> int:
+    """How many run-level events and unknown records the run has (the page shows a bounded number)."""
+    return session.execute(select(func.count()).select_from(EVENTS)
+                           .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_(None))).scalar_one()
+
+
+def get_stepless_events(session: Session, *, run_pk: int, limit: int = 500) -> list[dict[str, Any]]:
+    """Events naming a step that has no step record (a QitOS folder with events only),
+    grouped by step number; each event keeps its index among its step's events."""
+    no_step = ~exists().where(STEPS.c.run_pk == run_pk, STEPS.c.step == EVENTS.c.step)
+    rows = session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+                           .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_not(None), no_step)
+                           .order_by(EVENTS.c.step, EVENTS.c.ts, EVENTS.c.id).limit(limit)).mappings()
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["step"], []).append(
+            {"phase": r["phase"], "ok": r["ok"], "ts": r["ts"], "record": _loads(r["record"])})
+    return [{"step": k, "events": v} for k, v in groups.items()]
+
+
+#: Run-level JSON columns a page may show cut and load whole through get_run_field.
+RUN_VALUE_COLUMNS = ("critics", "stop_criteria", "meta", "failure_report", "start_record", "end_record")
+
+
+def get_run_field(session: Session, *, run_pk: int, pointer: str) -> Any:
+    """One value of the run outside its steps, addressed by a JSON pointer whose first
+    token says where: `/run/<column>/...` (RUN_VALUE_COLUMNS), `/criteria/<id>/details|result/...`
+    or `/run_events/<n>/...` (the n-th run-level event or unknown record, in page order).
+
+    Raises KeyError when it is not there, ValueError when the path is malformed.
+    """
+    tokens = parse_pointer(pointer)
+    if len(tokens) < 2:
+        raise KeyError("path names no value")
+    root, key, rest = tokens[0], tokens[1], tokens[2:]
+    if root == "run" and key in RUN_VALUE_COLUMNS:
+        value = session.execute(select(RUNS.c[key]).where(RUNS.c.id == run_pk)).scalar_one_or_none()
+    elif root == "criteria":
+        row = session.execute(select(CRITERIA.c.details, CRITERIA.c.result)
+                              .where(CRITERIA.c.run_pk == run_pk, CRITERIA.c.criterion_id == key)).mappings().first()
+        if row is None:
+            raise KeyError(key)
+        value = dict(row)
+    elif root == "run_events" and key.isdigit():
+        text = session.execute(select(EVENTS.c.record).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_(None))
+                               .order_by(EVENTS.c.ts, EVENTS.c.id).offset(int(key)).limit(1)).scalar_one_or_none()
+        if text is None:
+            raise KeyError(key)
+        value = _loads(text)
+    else:
+        raise KeyError(root)
+    return resolve_pointer(value, rest)
 
 
 def _loads(text: Optional[str]) -> Any:
@@ -502,6 +567,14 @@ def steps_after(session: Session, *, run_pk: int, after: int) -> int:
     """How many steps of the run have an index <= `after` (the offset of the next step)."""
     return session.execute(select(func.count()).select_from(STEPS)
                            .where(STEPS.c.run_pk == run_pk, STEPS.c.step <= after)).scalar_one()
+
+
+def step_at(session: Session, *, run_pk: int, position: int) -> Optional[int]:
+    """The step index at `position` in step order (0 is the first step), or None."""
+    if position < 0:
+        return None
+    return session.execute(select(STEPS.c.step).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step)
+                           .offset(position).limit(1)).scalar_one_or_none()
 
 
 def export_records(session: Session, *, run_pk: int, batch: int = 500):

@@ -53,6 +53,7 @@ def make_templates() -> Jinja2Templates:
         pct=present.fmt_pct,
         usd=present.fmt_usd,
         dt=present.fmt_dt,
+        iso=present.fmt_iso,
         json=present.to_json_text,
         rid=encode_run_id,
     )

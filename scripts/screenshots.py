@@ -49,9 +49,9 @@ def shoot(server: LiveServer) -> None:
             page.emulate_media(color_scheme=scheme)
             page.goto(server.url + "/")
             page.screenshot(path=str(OUT / f"runs-list-{scheme}.png"))
-            early = page.locator("tr:has(.badge.early) td.run-id a").first
+            early = page.locator("tr:has(.badge.early, .badge.stop-early_stop) td.run-id a").first
             early_href = early.get_attribute("href")
-            plain = page.locator("tr:not(:has(.badge.early)) td.run-id a").first.get_attribute("href")
+            plain = page.locator("tr:not(:has(.badge.early, .badge.stop-early_stop)) td.run-id a").first.get_attribute("href")
             page.goto(server.url + early_href)
             page.screenshot(path=str(OUT / f"run-early-stopped-{scheme}.png"))
             page.goto(server.url + plain)

@@ -1,13 +1,26 @@
-// qita board's own script: keyboard navigation between steps, lane jumps to steps not
-// yet loaded, and the two pieces of live updating htmx cannot express alone. It never
-// builds HTML from strings: trace data reaches the page only through server-escaped
-// templates.
+// qita board's own script: keyboard navigation between steps (loading the next or
+// earlier block at either end), links to steps not yet loaded, and the two pieces of
+// live updating htmx cannot express alone. It never builds HTML from strings: trace
+// data reaches the page only through server-escaped templates.
 (function () {
   "use strict";
   function steps() { return Array.prototype.slice.call(document.querySelectorAll("article.step")); }
+  function visible(el) {
+    var r = el.getBoundingClientRect();
+    return r.bottom > 0 && r.top < window.innerHeight;
+  }
+  function atBottom() {
+    return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2;
+  }
+  // The step the reader is on: the selected one while it is in view; at the very bottom of
+  // the page the last step in view (the page cannot scroll further to bring it to the top);
+  // else the last step whose top has passed the top of the window.
   function currentIndex(list) {
     var cur = document.querySelector("article.step.current");
-    if (cur) return list.indexOf(cur);
+    if (cur && visible(cur)) return list.indexOf(cur);
+    if (atBottom()) {
+      for (var j = list.length - 1; j >= 0; j--) { if (list[j].getBoundingClientRect().top < window.innerHeight) return j; }
+    }
     var y = window.scrollY + 80;
     for (var i = 0; i < list.length; i++) { if (list[i].offsetTop >= y) return i - 1; }
     return list.length - 1;
@@ -19,12 +32,42 @@
     el.scrollIntoView({ block: "start" });
     if (history.replaceState) history.replaceState(history.state, "", "#" + el.id);
   }
+  // Open the run from step n (the server renders the block holding it) and land on it.
+  function openAt(n) {
+    var url = new URL(window.location.href);
+    url.searchParams.set("from", n);
+    url.hash = "step-" + n;
+    window.location.assign(url.toString());
+  }
+  var pendingAfter = null;   // j pressed on the last loaded step: select the next one once loaded
   function go(delta) {
     var list = steps();
     if (!list.length) return;
-    var i = Math.max(0, Math.min(list.length - 1, currentIndex(list) + delta));
-    select(list[i]);
+    var i = currentIndex(list);
+    if (delta > 0 && i >= list.length - 1) {
+      var more = document.querySelector("#steps .more-steps");
+      if (more) {
+        pendingAfter = list[list.length - 1].dataset.step;
+        // Its "revealed" trigger loads the next block (already on its way if it is in view).
+        more.scrollIntoView({ block: "end" });
+      } else {
+        select(list[list.length - 1]);
+      }
+      return;
+    }
+    if (delta < 0 && i <= 0) {
+      var earlier = document.querySelector("a.earlier-link");
+      if (earlier) { window.location.assign(earlier.href); return; }
+    }
+    select(list[Math.max(0, Math.min(list.length - 1, i + delta))]);
   }
+  document.addEventListener("htmx:afterSettle", function () {
+    if (pendingAfter === null) return;
+    var list = steps();
+    for (var i = 0; i < list.length; i++) {
+      if (list[i].dataset.step === pendingAfter && i + 1 < list.length) { pendingAfter = null; select(list[i + 1]); return; }
+    }
+  });
   document.addEventListener("keydown", function (ev) {
     if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     var t = ev.target;
@@ -33,23 +76,28 @@
     else if (ev.key === "k") { go(-1); ev.preventDefault(); }
   });
 
-  // A lane mark names a step: scroll to it when loaded, else open the run from that step.
+  // A lane mark or a step's own link names a step: scroll to it when loaded, else open
+  // the run from that step (the link's href says the same, so a copied link works too).
   document.addEventListener("click", function (ev) {
-    var mark = ev.target.closest ? ev.target.closest("a.mark[data-step]") : null;
-    if (!mark || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return;
+    var link = ev.target.closest ? ev.target.closest("a.mark[data-step], a.step-link[data-step]") : null;
+    if (!link || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return;
+    if (document.body.classList.contains("export")) return;
     ev.preventDefault();
-    var el = document.getElementById("step-" + mark.dataset.step);
+    var el = document.getElementById("step-" + link.dataset.step);
     if (el) { select(el); return; }
-    var url = new URL(window.location.href);
-    url.searchParams.set("from", mark.dataset.step);
-    url.hash = "step-" + mark.dataset.step;
-    window.location.assign(url.toString());
+    openAt(link.dataset.step);
   });
-  window.addEventListener("load", function () {
+  // A link to a step this page does not hold (a reload of #step-2999, a shared link):
+  // open the run from that step, once (a step that does not exist stops there).
+  function landOnHash() {
     var m = /^#step-(\d+)$/.exec(window.location.hash);
-    var el = m && document.getElementById("step-" + m[1]);
-    if (el) el.classList.add("current");
-  });
+    if (!m || !document.getElementById("steps")) return;
+    var el = document.getElementById("step-" + m[1]);
+    if (el) { el.classList.add("current"); if (!visible(el)) el.scrollIntoView({ block: "start" }); return; }
+    if (new URL(window.location.href).searchParams.get("from") !== m[1]) openAt(m[1]);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", landOnHash);
+  else landOnHash();
 
   // Live run page: tell the server the last step shown so it appends only newer ones
   // (none while a lazy-loading block is still pending below).

@@ -61,6 +61,9 @@ def run_filters(
 
 FiltersDep = Annotated[queries.RunFilters, Depends(run_filters)]
 
+#: Run-level events (and events of steps with no step record) a run page lists at most.
+RUN_EVENTS_SHOWN = 500
+
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k in PUBLIC_FIELDS or k in ("tags",)}
@@ -113,7 +116,9 @@ def load_run(session, run_id: str) -> dict[str, Any]:
             "time": gauge(row["elapsed_s"], row["budget_max_runtime_s"]),
         },
         "lane": queries.get_lane(session, run_pk=row["id"]),
-        "run_events": queries.get_run_events(session, run_pk=row["id"]),
+        "run_events": queries.get_run_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN),
+        "run_events_count": queries.count_run_events(session, run_pk=row["id"]),
+        "stepless_events": queries.get_stepless_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN),
         "_pk": row["id"],
     }
 
@@ -129,6 +134,11 @@ def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id
     offset = queries.steps_after(session, run_pk=pk, after=from_step - 1) if from_step else 0
     steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=settings.page_steps)
     context = {"steps": steps, "steps_total": total, "offset": offset, "limit": settings.page_steps}
+    if offset > 0:
+        # The block before this one ends at the step just above the first shown ("k" and
+        # "earlier steps" land there), whatever gaps the step numbers have.
+        context["earlier_from"] = queries.step_at(session, run_pk=pk, position=max(0, offset - settings.page_steps))
+        context["prev_step"] = queries.step_at(session, run_pk=pk, position=offset - 1)
     return respond(request, "run.html", data, fragment="_run_header.html", context=context)
 
 
@@ -165,6 +175,25 @@ def get_field(request: Request, session: SessionDep, run_id: str, step: Annotate
     except KeyError:
         raise QitaError("no such value in this step", status=404) from None
     return respond(request, "field.html", {"run_id": run_id, "step": step, "path": path, "event": event, "value": value},
+                   fragment="_field.html")
+
+
+@router.get("/runs/{run_id:runid}/field", include_in_schema=False)
+@router.get("/api/runs/{run_id:runid}/field", summary="One full value of the run outside its steps")
+def get_run_field(request: Request, session: SessionDep, run_id: str,
+                  path: Annotated[str, Query(max_length=queries.MAX_POINTER_CHARS,
+                                             description="JSON pointer: /run/meta/..., /criteria/<id>/details, /run_events/<n>/...")] = "") -> Any:
+    """The whole run-level value a page showed cut (criterion details, metadata, run events)."""
+    row = queries.run_live_stamp(session, run_id=run_id)
+    if row is None:
+        raise QitaError("no run with this id", status=404)
+    try:
+        value = queries.get_run_field(session, run_pk=row["pk"], pointer=path)
+    except ValueError as exc:
+        raise QitaError(f"bad path: {exc}", status=400) from None
+    except KeyError:
+        raise QitaError("no such value in this run", status=404) from None
+    return respond(request, "field.html", {"run_id": run_id, "step": None, "path": path, "event": None, "value": value},
                    fragment="_field.html")
 
 

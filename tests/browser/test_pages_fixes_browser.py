@@ -1,0 +1,199 @@
+"""Run view fixes in real Chromium: lane marks and step links reach steps not yet loaded,
+j / k at both ends of the loaded block, lazily loaded run-level values, and every page
+fitting 1280 px with long unbroken trace strings."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+
+from app.urls import encode_run_id
+from tests.app.pages_traces import run_records, write_set
+from tests.conftest import write_jsonl
+
+
+def until(page, expression: str, timeout_s: float = 20.0) -> None:
+    """Wait until `expression` is true in the page, across navigations (the CSP forbids
+    the eval that page.wait_for_function uses)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if page.evaluate(expression):
+                return
+        except PlaywrightError:   # the page navigated while asked: ask the new one
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout_s} s: {expression}")
+        page.wait_for_timeout(100)
+
+
+def current(page) -> str:
+    return page.evaluate("(document.querySelector('article.step.current') || {id: ''}).id")
+
+
+def test_bucket_mark_opens_the_run_at_its_first_step(live_server, page, ingest, tmp_path):
+    # 1000 steps: ceil(1000 / 400) = 3 steps per mark; the mark of steps 300-302 is the 101st
+    assert ingest(write_jsonl(tmp_path / "big.jsonl", run_records("big", steps=1000))).ok
+    page.goto(live_server.url + "/runs/big")
+    assert page.locator(".lane a.mark").count() == 334          # ceil(1000 / 3)
+    mark = page.locator(".lane a.mark").nth(100)
+    assert mark.get_attribute("data-step") == "300" and "step 300–302" in mark.get_attribute("title")
+    mark.click()
+    until(page, "location.search === '?from=300' && location.hash === '#step-300'")
+    until(page, "!!document.querySelector('#step-300.current')")
+    assert page.locator("article.step").first.get_attribute("id") == "step-300"
+    # a mark of a loaded step only scrolls there
+    page.locator(".lane a.mark[data-step='303']").click()
+    until(page, "location.hash === '#step-303'")
+    assert "from=300" in page.url and current(page) == "step-303"
+    assert page.errors == []
+
+
+def test_reloading_a_link_to_a_step_not_loaded_lands_on_it(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "big.jsonl", run_records("big", steps=300))).ok
+    page.goto(live_server.url + "/runs/big#step-299")
+    until(page, "location.search === '?from=299' && !!document.querySelector('#step-299.current')")
+    assert page.evaluate("document.getElementById('step-299').getBoundingClientRect().top < innerHeight")
+    # a step that does not exist: one attempt, no loop
+    page.goto(live_server.url + "/runs/big#step-5000")
+    until(page, "location.search === '?from=5000'")
+    page.wait_for_timeout(500)
+    assert "from=5000" in page.url and page.locator("article.step").count() == 0
+    # the step's own link is the same kind of link
+    page.goto(live_server.url + "/runs/big")
+    href = page.locator("#step-3 a.step-link").get_attribute("href")
+    assert href == "/runs/big?from=3#step-3"
+    page.locator("#step-3 a.step-link").click()
+    until(page, "location.hash === '#step-3'")
+    assert current(page) == "step-3" and "from=" not in page.url    # loaded: selected in place
+    assert page.errors == []
+
+
+def test_j_at_the_bottom_goes_forward_not_back(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "ten.jsonl", run_records("ten", steps=10))).ok
+    page.goto(live_server.url + "/runs/ten")
+    page.keyboard.press("j")
+    assert current(page) == "step-0"
+    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+    page.wait_for_timeout(200)
+    page.keyboard.press("j")                 # at the bottom, the last step is the one in view
+    assert current(page) == "step-9"
+    page.keyboard.press("j")                 # nothing after it: stays
+    assert current(page) == "step-9"
+    page.keyboard.press("k")
+    assert current(page) == "step-8"
+    assert page.errors == []
+
+
+def test_j_on_the_last_loaded_step_loads_the_next_block(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "long.jsonl", run_records("long", steps=60))).ok
+    page.goto(live_server.url + "/runs/long#step-24")            # the last of the first 25
+    until(page, "!!document.querySelector('#step-24.current')")
+    page.keyboard.press("j")
+    until(page, "!!document.querySelector('#step-25.current')")
+    assert location_hash(page) == "#step-25"
+    assert page.errors == []
+
+
+def location_hash(page) -> str:
+    return page.evaluate("location.hash")
+
+
+def test_k_on_the_first_step_of_a_later_block_opens_the_earlier_one(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "long.jsonl", run_records("long", steps=60))).ok
+    page.goto(live_server.url + "/runs/long?from=40")
+    page.keyboard.press("j")
+    assert current(page) == "step-40"
+    page.keyboard.press("k")
+    until(page, "location.search === '?from=15' && !!document.querySelector('#step-39.current')")
+    assert page.locator("article.step").first.get_attribute("id") == "step-15"
+    page.keyboard.press("k")
+    assert current(page) == "step-38"
+    assert page.errors == []
+
+
+def test_cut_run_level_values_load_whole_and_escaped(live_server, page, ingest, tmp_path):
+    recs = run_records("setup", steps=1, criteria=[{"id": "c"}],
+                       results=[{"id": "c", "score": 0.5, "details": {"log": "<b>x</b>" * 400 + "END-OF-LOG"}}])
+    recs[0]["metadata"] = {"note": "<img src=x onerror=alert(1)>" + "m" * 2000 + "END-OF-META"}
+    recs.insert(2, {"type": "mystery", "run_id": "setup", "payload": "<i>raw</i>"})
+    assert ingest(write_jsonl(tmp_path / "s.jsonl", recs)).ok
+    page.goto(live_server.url + "/runs/setup")
+    details = page.locator("tr.criterion-details")
+    assert details.is_visible() and "END-OF-LOG" not in details.inner_text()
+    details.locator("button.more").click()
+    until(page, "document.querySelector('tr.criterion-details').innerText.includes('END-OF-LOG')")
+    assert "<b>x</b><b>x</b>" in details.inner_text() and page.locator("tr.criterion-details b").count() == 0
+    setup = page.locator("section.setup-panel")
+    setup.locator("button.more").first.click()
+    until(page, "document.querySelector('section.setup-panel').innerText.includes('END-OF-META')")
+    assert page.locator("section.setup-panel img").count() == 0
+    events = page.get_by_role("region", name="Run events and other records")
+    assert events.is_visible() and "[mystery]" in events.inner_text() and "<i>raw</i>" in events.inner_text()
+    assert page.errors == []
+
+
+def long_records() -> list[dict]:
+    """A run whose every free-text field is one long unbroken string."""
+    rid, crit, critic, tag = "R" * 200, "criterion_" + "C" * 300, "critic_" + "K" * 300, "tag_" + "T" * 300
+    recs = run_records(rid, steps=2, experiment="exp_" + "E" * 300, variant="var_" + "V" * 300, model="model_" + "M" * 300,
+                       tags=[tag, "short"], criteria=[{"id": crit, "type": "type_" + "Y" * 200, "description": "D" * 500}],
+                       results=[{"id": crit, "score": 0.5, "passed": False, "details": {"k" * 200: "v" * 3000}}],
+                       stop_reason="reason_" + "S" * 150, objective="O" * 2000, final_result="F" * 2000,
+                       stop_detail="X" * 2000,
+                       critic_outputs=[[{"critic": critic, "action": "continue", "reason": "r" * 500, "score": 0.5,
+                                         "details": {"d" * 300: 1}}]] * 2)
+    recs[0]["critics"] = [critic]
+    recs[0]["stop_criteria"] = [{"name": "stopcrit_" + "Q" * 300, "params": {"p" * 300: 1}}]
+    recs[0]["metadata"] = {"m" * 400: "n" * 400}
+    recs[1]["decision"]["final_answer"] = "A" * 3000
+    recs[1]["tool_invocations"] = [{"tool_name": "tool_" + "W" * 300, "status": "ok", "latency_ms": 3, "error": "e" * 400}]
+    recs[1]["actions"] = [{"name": "act_" + "N" * 300, "args": {"a": "b" * 400}}]
+    recs[1]["state_diff"] = {"key_" + "Z" * 300: {"before": "b" * 400, "after": "c" * 400}}
+    recs.insert(2, {"type": "event", "run_id": rid, "step": 1, "phase": "PHASE_" + "P" * 300, "payload": {"stage": "s" * 300}})
+    recs.insert(2, {"type": "mystery_" + "U" * 300, "run_id": rid, "foo": "f" * 500})
+    recs.insert(2, {"type": "event", "run_id": rid, "step": 9, "phase": "ORPHAN_" + "H" * 300, "ok": False, "error": "x" * 400})
+    recs[-1]["failure_report"] = {"failure_count": 1, "failures": ["fail_" + "G" * 500], "note": "q" * 400}
+    return recs
+
+
+def test_every_page_fits_1280_px_with_long_unbroken_strings(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "long.jsonl", long_records()), write_set(tmp_path / "set")).ok
+    rid = encode_run_id("R" * 200)
+    urls = ["/", "/?tag=tag_" + "T" * 300, f"/runs/{rid}", f"/runs/{rid}/steps", f"/runs/{rid}/steps/0/field?path=/decision",
+            f"/runs/{rid}/field?path=/run/meta", f"/runs/{rid}/steps/1/events", f"/pair?a={rid}&b=a", "/compare", "/upload"]
+    assert page.viewport_size["width"] == 1280
+    for url in urls:
+        page.goto(live_server.url + url)
+        # open every expander (state diffs, tool calls, raw JSON) so their content counts too
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true })")
+        page.wait_for_timeout(100)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"{url[:80]} is {width} px wide"
+    page.goto(live_server.url + "/")
+    tag_select = page.locator("select[name=tag]").bounding_box()
+    assert tag_select["width"] < 300                       # capped, not stretched to the 300-char tag
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page.locator("table.runs").inner_text())
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("watch", [False, True])
+def test_live_status_wording(live_server, page, ingest, tmp_path, watch):
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc).isoformat()
+    recs = run_records("lv", steps=1, end=False)
+    for r in recs:
+        r["ts"] = now
+    assert ingest(write_jsonl(tmp_path / "lv.jsonl", recs), final=False).ok
+    if watch:
+        live_server.app.state.settings.watch = [str(tmp_path / "elsewhere")]
+    page.goto(live_server.url + "/runs/lv")
+    text = page.locator("#live").inner_text()
+    if watch:
+        assert "updates as the run is written" in text
+    else:
+        assert "waiting for new records" in text and "--watch" in text and "updates as the run is written" not in text
