@@ -262,9 +262,12 @@ def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, ear
         select(CRITERIA).where(CRITERIA.c.run_pk == run_pk).order_by(CRITERIA.c.position, CRITERIA.c.id)).mappings()]
     ids = set(armed_ids or [])
     any_spec_armed = any(is_armed(early_stop_enabled, r["stop_when"]) for r in rows)
+    declared = any(r["has_spec"] for r in rows)
     out = []
     for r in rows:
         armed = is_armed(early_stop_enabled, r["stop_when"]) or (not any_spec_armed and r["criterion_id"] in ids)
+        # A result for an id the run never declared is shown but does not gate (app.derive).
+        gating = bool(r["gating"]) and (r["has_spec"] or not declared)
         out.append({
             "id": r["criterion_id"],
             "type": r["type"],
@@ -273,8 +276,8 @@ def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, ear
             "gating": r["gating"],
             "pass_threshold": r["pass_threshold"],
             "armed": armed,
-            "advisory": early_stopped and not armed and r["gating"],
-            "informational": not r["gating"],
+            "advisory": early_stopped and not armed and gating,
+            "informational": not gating,
             "graded": r["has_result"],
             "score": r["score"],
             "passed": criterion_passed(r["score"], r["passed"], r["pass_threshold"], by_score=early_stopped and armed)
