@@ -235,3 +235,30 @@ def test_jsonl_export_masked_keeps_the_records_ingestible(make_client, tmp_path:
     lines = [orjson.loads(x) for x in c.get("/runs/leaky/export.jsonl").content.splitlines()]
     assert [r["type"] for r in lines] == ["run_start", "step", "event", "run_end"]
     assert lines[1]["observation"] == {"seen": {"api_key": "[secret masked: secret]"}}
+
+
+def test_an_error_while_streaming_breaks_the_transfer_instead_of_ending_it_cleanly(tmp_path: Path, monkeypatch):
+    # Over real HTTP: the client must see a broken download, never a complete-looking short file.
+    import httpx
+
+    from app import queries
+    from tests.browser.conftest import LiveServer
+
+    s = Settings(db=str(tmp_path / "q.db"))
+    server = LiveServer(s).start()
+    try:
+        assert Ingestor(server.app.state.engine, s).ingest_paths([str(write_jsonl(tmp_path / "a.jsonl", _run("a")))]).ok
+        real = queries.export_records
+
+        def failing(session, *, run_pk, batch=500):
+            records = real(session, run_pk=run_pk)
+            yield next(records)
+            raise RuntimeError("the database went away")
+
+        monkeypatch.setattr(queries, "export_records", failing)
+        with pytest.raises(httpx.RemoteProtocolError):
+            with httpx.stream("GET", server.url + "/runs/a/export.jsonl") as resp:
+                assert resp.status_code == 200
+                resp.read()
+    finally:
+        server.stop()
