@@ -1,8 +1,13 @@
 """Exports of one run: a standalone HTML file and the run's records as v1 JSONL.
 
 Both stream: a run of any length is written block by block, never held whole. Both go
-through one function each (`render_export_html`, `export_jsonl`) so a filter applied to
-exported data (e.g. secret masking) has a single place to hook in.
+through one function each (`render_export_html`, `export_jsonl`), and both mask secrets
+(`app.secrets.mask_data`) unless the request may and does ask for them raw
+(`reveal_for`: `?reveal=secrets` with the token, or the board's show_secrets setting).
+
+JSONL lines are encoded by orjson, which refuses data nested more than ~254 levels;
+ingest accepts 1024, so such records go through `dumps_deep`, an iterative encoder
+with no depth limit: every record is exported, never a stream cut short.
 
 The HTML file opens from disk with no server: its stylesheet is inlined, it carries no
 script and no link to anything but its own anchors, and every value is shown whole
@@ -11,6 +16,8 @@ script and no link to anything but its own anchors, and every value is shown who
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -19,7 +26,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from . import queries
+from .errors import QitaError
 from .paths import STATIC
+from .secrets import mask_data
 from .settings import Settings
 
 #: Steps rendered per block while streaming the HTML export.
@@ -27,17 +36,32 @@ EXPORT_BLOCK = 200
 
 
 def disposition(run_id: str, ext: str) -> str:
-    """A Content-Disposition that saves as `<run id>.<ext>` (any Unicode id, RFC 5987)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)[:120].strip(".") or "run"
+    """A Content-Disposition that saves as `<run id>.<ext>` (any Unicode id, RFC 6266/5987).
+
+    Header values travel as latin-1, so the plain `filename` is ASCII only (other
+    characters become `_`); browsers use `filename*`, the id percent-encoded as UTF-8.
+    """
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in run_id)[:120].strip(".") or "run"
     return f"attachment; filename=\"{safe}.{ext}\"; filename*=UTF-8''{quote(run_id[:120], safe='')}.{ext}"
+
+
+def reveal_for(request: Any) -> bool:
+    """Whether this export shows secrets raw; asking for them without the token is refused (401)."""
+    from .security import reveal_state
+
+    state = reveal_state(request)
+    if request.query_params.get("reveal") == "secrets" and not state.shown:
+        raise QitaError("showing secrets in an export needs the board's token: sign in at /login first", status=401)
+    return state.shown
 
 
 def _stylesheet() -> str:
     return (STATIC / "app.css").read_text(encoding="utf-8")
 
 
-def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings: Settings) -> Iterator[str]:
-    """The standalone HTML of a run, as chunks of text."""
+def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings: Settings,
+                       reveal: bool = False) -> Iterator[str]:
+    """The standalone HTML of a run, as chunks of text (secrets masked unless `reveal`)."""
     from .routes.runs import load_run
 
     with Session(engine) as session:
@@ -45,23 +69,93 @@ def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings:
         pk = data.pop("_pk")
         total = data["lane"]["steps"]
 
+        if not reveal:
+            data = mask_data(data)
+
         def blocks() -> Iterator[list[dict[str, Any]]]:
             for offset in range(0, total, EXPORT_BLOCK):
                 steps, _ = queries.get_steps(session, run_pk=pk, offset=offset, limit=EXPORT_BLOCK)
                 if not steps:
                     return
-                yield steps
+                yield steps if reveal else mask_data(steps)
 
         template = templates.get_template("export.html")
         yield from template.generate(data=data, blocks=blocks(), steps_total=total, css=_stylesheet(),
                                      export=True, settings=settings, request=None)
 
 
-def export_jsonl(engine: Engine, run_id: str) -> Iterator[bytes]:
-    """The run's records in the v1 format, one JSON object per line."""
+def export_jsonl(engine: Engine, run_id: str, *, reveal: bool = False) -> Iterator[bytes]:
+    """The run's records in the v1 format, one JSON object per line (secrets masked unless `reveal`)."""
     with Session(engine) as session:
         row = queries.run_live_stamp(session, run_id=run_id)
         if row is None:
             return
         for rec in queries.export_records(session, run_pk=row["pk"]):
-            yield orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+            yield dumps_line(rec if reveal else mask_data(rec))
+
+
+def dumps_line(rec: Any) -> bytes:
+    """One JSONL line: orjson, or `dumps_deep` for what orjson cannot encode (deep nesting)."""
+    try:
+        return orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return dumps_deep(rec).encode() + b"\n"
+
+
+_ATOMS = {True: "true", False: "false"}
+
+
+def _atom(value: Any) -> str:
+    if value is None or value is True or value is False:
+        return "null" if value is None else _ATOMS[value]
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else "null"  # as orjson: JSON has no NaN/Infinity
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def _key(key: Any) -> str:
+    # As orjson's OPT_NON_STR_KEYS: a non-string key is written as its JSON text, quoted.
+    return _atom(key if isinstance(key, str) else _atom(key).strip('"'))
+
+
+def dumps_deep(value: Any) -> str:
+    """Compact JSON of `value` at any depth, written with an explicit stack (no recursion)."""
+    out: list[str] = []
+    # Each frame: the container's remaining items, whether it is a dict, whether an item was written.
+    stack: list[list[Any]] = []
+
+    def open_(v: Any) -> None:
+        if isinstance(v, dict):
+            out.append("{")
+            stack.append([iter(v.items()), True, False])
+        elif isinstance(v, (list, tuple)):
+            out.append("[")
+            stack.append([iter(v), False, False])
+        else:
+            out.append(_atom(v))
+
+    open_(value)
+    while stack:
+        frame = stack[-1]
+        items, is_dict, started = frame
+        item = next(items, _END)
+        if item is _END:
+            out.append("}" if is_dict else "]")
+            stack.pop()
+            continue
+        if started:
+            out.append(",")
+        frame[2] = True
+        if is_dict:
+            out.append(_key(item[0]) + ":")
+            open_(item[1])
+        else:
+            open_(item)
+    return "".join(out)
+
+
+_END = object()

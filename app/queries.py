@@ -209,13 +209,14 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
     graded = passed + failed
     reasons = session.execute(
         select(RUNS.c.stop_reason, func.count()).where(*conds).group_by(RUNS.c.stop_reason)
-        .order_by(func.count().desc()).limit(20)
+        .order_by(func.count().desc(), *_text_order(session, RUNS.c.stop_reason)).limit(20)
     ).all()
+    failure = func.coalesce(RUNS.c.stop_detail, RUNS.c.stop_reason)
     failures = session.execute(
-        select(func.coalesce(RUNS.c.stop_detail, RUNS.c.stop_reason), func.count())
+        select(failure, func.count())
         .where(*conds, RUNS.c.verdict == "fail")
-        .group_by(func.coalesce(RUNS.c.stop_detail, RUNS.c.stop_reason))
-        .order_by(func.count().desc()).limit(5)
+        .group_by(failure)
+        .order_by(func.count().desc(), *_text_order(session, failure)).limit(5)
     ).all()
     return {
         "runs": total,
@@ -231,6 +232,18 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         "median_elapsed_s": _median(session, RUNS.c.elapsed_s, conds),
         "top_failures": [{"reason": r, "count": c} for r, c in failures],
     }
+
+
+def _text_order(session: Session, expr) -> tuple:
+    """Ties broken by the text itself, nulls last, in code-point order on every backend.
+
+    Without it equal counts come back in whatever order the backend groups them, so a
+    cut-off list (top 5) differs between SQLite and PostgreSQL; "C" makes PostgreSQL
+    compare like SQLite's BINARY whatever the server's locale.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        expr = expr.collate("C")
+    return (expr.is_(None), expr.asc())
 
 
 def facet_values(session: Session) -> dict[str, list[str]]:

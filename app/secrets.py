@@ -18,6 +18,10 @@ from typing import Any, Callable, Optional
 
 PLACEHOLDER_PREFIX = "[secret masked: "
 
+#: Nesting followed when masking data: well past ingest's 1024 levels; only a cycle in a
+#: context object gets this deep, and is cut here.
+MAX_DEPTH = 4096
+
 #: Substrings at least one of which every detector needs; strings without any are skipped.
 _TRIGGER = re.compile(
     r"sk-|bearer|akia|asia|gh[pousr]_|github_pat_|xox[abposr]-|aiza|-----begin|eyj|"
@@ -121,23 +125,55 @@ class Masker:
             return placeholder(kind, value)
         return self.text(value)
 
-    def data(self, obj: Any, _depth: int = 0) -> Any:
-        """A copy of `obj` (dicts, lists, tuples, strings) with secrets masked in keys and values."""
-        if isinstance(obj, str):
-            return self.text(obj)
-        if _depth > 200:
-            return obj  # stored data is bounded; this only guards against cycles in context objects
-        if isinstance(obj, dict):
-            out = {}
-            for k, v in obj.items():
-                nk = self.text(k) if isinstance(k, str) else k
-                out[nk] = self.value_under_key(k, v) if isinstance(v, str) else self.data(v, _depth + 1)
-            return out
-        if isinstance(obj, list):
-            return [self.data(v, _depth + 1) for v in obj]
-        if isinstance(obj, tuple):
-            return tuple(self.data(v, _depth + 1) for v in obj)
-        return obj
+    def data(self, obj: Any) -> Any:
+        """A copy of `obj` (dicts, lists, tuples, strings) with secrets masked in keys and values.
+
+        Iterative, not recursive: ingest accepts records nested 1024 levels deep, and a
+        secret at the bottom of one must be masked like any other (a recursive copy would
+        hit Python's recursion limit, or give up part way down).
+        """
+        if not isinstance(obj, (dict, list, tuple)):
+            return self.text(obj) if isinstance(obj, str) else obj
+        text, under_key = self.text, self.value_under_key
+        root: list[Any] = []
+        # One frame per open container: its remaining items, the copy being built, its type,
+        # and where the finished copy goes (parent copy, key). A child is finished before
+        # its parent goes on, so dict key order and list order are kept.
+        stack: list[tuple[Any, Any, type, Any, Any]] = [(_items(obj), _empty(obj), type(obj), root, None)]
+        while stack:
+            items, out, kind, parent, slot = stack[-1]
+            is_dict = isinstance(out, dict)
+            for key, value in items:
+                if is_dict and isinstance(key, str):
+                    key_out = text(key)
+                else:
+                    key_out = key
+                if isinstance(value, (dict, list, tuple)) and len(stack) < MAX_DEPTH:
+                    stack.append((_items(value), _empty(value), type(value), out, key_out))
+                    break
+                if isinstance(value, str):
+                    value = under_key(key, value) if is_dict else text(value)
+                # numbers and None as they are; past MAX_DEPTH (only a cycle) containers too
+                if is_dict:
+                    out[key_out] = value
+                else:
+                    out.append(value)
+            else:
+                stack.pop()
+                done = tuple(out) if kind is tuple else out
+                if isinstance(parent, dict):
+                    parent[slot] = done
+                else:
+                    parent.append(done)
+        return root[0]
+
+
+def _items(obj: Any):
+    return iter(obj.items()) if isinstance(obj, dict) else ((None, v) for v in obj)
+
+
+def _empty(obj: Any) -> Any:
+    return {} if isinstance(obj, dict) else []
 
 
 def mask_text(value: str) -> str:

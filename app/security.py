@@ -4,8 +4,8 @@
   another address too once `allowed_hosts` lists the names the board is reached by.
 - Token: with a token set, every write needs it (Bearer header, `X-Qita-Token`, or the
   cookie set by /login), and with `read_auth` every read too.
-- Cross-site writes: an unsafe request whose Origin (or Sec-Fetch-Site) shows another
-  site is refused, and the token cookie is SameSite=Strict (CSRF).
+- Cross-site writes: an unsafe request whose Origin or Sec-Fetch-Site shows another
+  site is refused (`cross_site`), and the token cookie is SameSite=Strict (CSRF).
 - Every response carries a CSP with no inline script and no other origin, nosniff and
   frame-ancestors 'none'.
 """
@@ -27,7 +27,9 @@ HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer Chromium sends `Origin: null` on the
+    # board's own form posts (sign-in, upload), which then look like a sandboxed other site.
+    (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
@@ -103,16 +105,9 @@ class SecurityMiddleware:
         if self.check_host and host not in self.allowed:
             await self._deny(send, 421 if host else 400, "this board answers only to its own address (Host header refused)", json=is_api)
             return
-        if method in UNSAFE:
-            origin = headers.get(b"origin", b"").decode("latin-1")
-            site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
-            own = headers.get(b"host", b"").decode("latin-1").lower()
-            if origin and origin != "null" and urlsplit(origin).netloc.lower() != own:
-                await self._deny(send, 403, "cross-site request refused", json=is_api)
-                return
-            if (origin == "null") or (not origin and site and site not in ("same-origin", "none")):
-                await self._deny(send, 403, "cross-site request refused", json=is_api)
-                return
+        if method in UNSAFE and cross_site(headers):
+            await self._deny(send, 403, "cross-site request refused", json=is_api)
+            return
         needs_token = method in UNSAFE or self.settings.read_auth
         if needs_token and self.settings.token and path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) and not self.authorised(headers):
             await self._deny(send, 401, "this board needs its token for that: sign in at /login or send "
@@ -127,6 +122,28 @@ class SecurityMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def cross_site(headers: dict[bytes, bytes]) -> bool:
+    """Whether an unsafe request comes from another site (CSRF), from Sec-Fetch-Site and Origin.
+
+    Sec-Fetch-Site is set by the browser and cannot be forged by a page: `same-origin` (the
+    board's own pages) and `none` (typed by the user) are trusted even with `Origin: null`,
+    which Chromium sends under some referrer policies; `same-site` (another port of this
+    host) and `cross-site` are refused. A real Origin must name this host, whatever
+    Sec-Fetch-Site says. `Origin: null` with no Sec-Fetch-Site (an older browser, or
+    plain HTTP to a non-local address, where Sec-Fetch-* is not sent) is refused: it is
+    what a sandboxed frame on another site sends. Clients with neither header (curl,
+    scripts) are not browsers acting for a visitor and pass to the token check.
+    """
+    origin = headers.get(b"origin", b"").decode("latin-1").strip()
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
+    own = headers.get(b"host", b"").decode("latin-1").strip().lower()
+    if site and site not in ("same-origin", "none"):
+        return True
+    if origin == "null":
+        return not site
+    return bool(origin) and urlsplit(origin).netloc.lower() != own
 
 
 def token_matches(settings: Settings, given: Optional[str]) -> bool:

@@ -199,6 +199,7 @@ def upload_result(report: IngestReport, received: Received) -> dict[str, Any]:
         "runs_updated": sorted(report.run_ids - report.created),
         "rejected": [str(e) for e in errors],
         "errors": [e.to_json() for e in errors],
-        "warnings": [str(w) for w in report.warnings],
+        # Same shape as `errors` (and the CLI's report): {file, line, message}.
+        "warnings": [w.to_json() for w in report.warnings],
         "unchanged": not report.records and not errors,
     }

@@ -240,7 +240,7 @@ def export_html(request: Request, session: SessionDep, settings: SettingsDep, ru
     if queries.run_live_stamp(session, run_id=run_id) is None:
         raise QitaError("no run with this id", status=404)
     body = export.render_export_html(request.app.state.engine, run_id, templates=request.app.state.templates,
-                                     settings=settings)
+                                     settings=settings, reveal=export.reveal_for(request))
     return StreamingResponse(body, media_type="text/html; charset=utf-8",
                              headers={"Content-Disposition": export.disposition(run_id, "html")})
 
@@ -250,7 +250,8 @@ def export_jsonl(request: Request, session: SessionDep, run_id: str) -> Any:
     """One record per line: run_start, steps with their events, criteria, early_stop, run_end."""
     if queries.run_live_stamp(session, run_id=run_id) is None:
         raise QitaError("no run with this id", status=404)
-    return StreamingResponse(export.export_jsonl(request.app.state.engine, run_id), media_type="application/x-ndjson",
+    return StreamingResponse(export.export_jsonl(request.app.state.engine, run_id, reveal=export.reveal_for(request)),
+                             media_type="application/x-ndjson",
                              headers={"Content-Disposition": export.disposition(run_id, "jsonl")})
 
 

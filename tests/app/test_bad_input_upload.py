@@ -7,6 +7,7 @@ uploaded file name, and the good records must be kept.
 
 from __future__ import annotations
 
+import html
 import time
 from pathlib import Path
 
@@ -67,6 +68,17 @@ def test_bad_input_by_upload(upload_client: TestClient, tmp_path: Path, case: Ca
     text = str(report)
     assert str(tmp_path) not in text and "/tmp/" not in text
     check_kept(upload_client, case)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.warnings], ids=[c.name for c in CASES if c.warnings])
+def test_upload_page_shows_the_warnings(upload_client: TestClient, case: Case):
+    # The form post answers with the HTML result: each warning named FILE[:LINE]: message.
+    r = upload_client.post("/upload", files=[("files", (case.filename, case.make(), "application/octet-stream"))])
+    skip_unless_route(r)
+    assert r.status_code == 200
+    for line, message in case.warnings:
+        where = case.filename if line is None else f"{case.filename}:{line}"
+        assert f"⚠ {where}: {message}" in html.unescape(r.text)
 
 
 def test_one_upload_of_every_case_keeps_every_good_record(upload_client: TestClient):

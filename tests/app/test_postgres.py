@@ -27,7 +27,8 @@ from app.settings import Settings
 from tests.app.test_bad_input import CASES, MAX_ARCHIVE, MAX_LINE, Case, check_issues, check_kept, end, lines, start, step, write_case
 from tests.conftest import ROOT, write_jsonl
 
-VOLATILE = {"id", "updated_at", "last_seen_at", "created_at"}
+# "stamp" (live polling) digests last_seen_at, the wall-clock time the run was read.
+VOLATILE = {"id", "updated_at", "last_seen_at", "created_at", "stamp"}
 
 
 def _client(settings: Settings) -> TestClient:
@@ -93,9 +94,7 @@ def test_postgres_and_sqlite_answer_the_api_alike(pg_settings: Settings, tmp_pat
             one = listing["data"][0]["run_id"]
             answers.append({
                 "list": _strip(listing["data"]),
-                # top_failures ties (equal counts, limit 5) are broken differently by the two
-                # backends (queries.run_stats orders by count only): compared without it.
-                "stats": {k: v for k, v in listing["stats"].items() if k != "top_failures"},
+                "stats": listing["stats"],
                 "count": listing["count"],
                 "search": [r["run_id"] for r in c.get("/api/runs", params={"q": "smoke", "sort": "run_id"}).json()["data"]],
                 "variant": c.get("/api/runs", params={"variant": "e2e"}).json()["count"],
@@ -105,6 +104,26 @@ def test_postgres_and_sqlite_answer_the_api_alike(pg_settings: Settings, tmp_pat
     assert answers[0]["count"] > 0 and answers[0]["variant"] > 0
     assert answers[1]["stats"] == answers[0]["stats"]
     assert answers[1] == answers[0]
+
+
+def test_stats_break_count_ties_by_reason_with_nulls_last(any_settings: Settings, tmp_path: Path):
+    # Two failed runs for each of six reasons (one of them none at all): equal counts, so only
+    # the second sort key decides which five make the top failures, and in which order.
+    reasons = ["zeta", None, "alpha", "eps", "Delta", "gamma"]
+    records = []
+    for i, reason in enumerate(reasons * 2):
+        rid = f"tie-{i}"
+        end_rec = {"type": "run_end", "run_id": rid, "status": "completed", "verdict": "fail"}
+        if reason is not None:
+            end_rec["stop_reason"] = reason
+        records += [{"type": "run_start", "run_id": rid}, end_rec]
+    path = write_jsonl(tmp_path / "ties.jsonl", records)
+    with _client(any_settings) as c:
+        assert Ingestor(c.app.state.engine, any_settings).ingest_paths([str(path)]).ok
+        stats = c.get("/api/runs").json()["stats"]
+    # Code-point order puts the capital D first; the reason-less pair goes last and falls off the top five.
+    assert stats["top_failures"] == [{"reason": r, "count": 2} for r in ["Delta", "alpha", "eps", "gamma", "zeta"]]
+    assert stats["stop_reasons"] == [{"stop_reason": r, "count": 2} for r in ["Delta", "alpha", "eps", "gamma", "zeta", None]]
 
 
 def test_hostile_and_secret_text_render_escaped_and_masked_on_postgres(pg_settings: Settings, tmp_path: Path):

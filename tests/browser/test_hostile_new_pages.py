@@ -1,4 +1,5 @@
-"""Hostile traces on the pages other branches add: compare, pair, upload results, exports.
+"""Hostile traces on the pages other branches add: compare (with a filled pairs table), pair,
+upload results and warnings, the login page's errors, exports, JSON twins.
 
 Each test skips, with the reason, only while its route answers 404 in this branch; after
 the merge they must pass. The detection is the same as in test_hostile_pages.py.
@@ -6,15 +7,22 @@ the merge they must pass. The detection is the same as in test_hostile_pages.py.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
 
+from app.paths import TEMPLATES
 from app.urls import encode_run_id
 from tests.browser.test_hostile_pages import PAYLOADS, SERVER_PATH, Visitor, hostile_trace  # noqa: F401
 from tests.browser.test_hostile_pages import hostile, visitor  # noqa: F401  (fixtures)
+from tests.conftest import write_jsonl
+
+#: One experiment, two variants, a task per payload in each: so the compare table has rows.
+EXPERIMENT = PAYLOADS[0] + "#pairs"
+VARIANT_A, VARIANT_B = PAYLOADS[1] + "#va", PAYLOADS[4] + "#vb"
 
 
 def skip_if_missing(url: str) -> httpx.Response:
@@ -26,6 +34,92 @@ def skip_if_missing(url: str) -> httpx.Response:
             route = "/runs/{id}/" + route.rsplit("/", 1)[-1]
         pytest.skip(f"{route} is not in this branch yet (404): runs after the merge")
     return r
+
+
+def _paired_records() -> list[dict]:
+    records: list[dict] = []
+    for i, p in enumerate(PAYLOADS):
+        for variant, verdict, steps in ((VARIANT_A, "pass" if i % 2 else "fail", 2), (VARIANT_B, "pass", 4)):
+            rid = f"{p}#{variant[-2:]}"
+            records.append({"type": "run_start", "run_id": rid, "ts": "2025-01-01T00:00:00Z", "task_id": p,
+                            "experiment": EXPERIMENT, "variant": variant, "replicate": 0, "objective": p,
+                            "tags": [p]})
+            for n in range(steps):
+                records.append({"type": "step", "run_id": rid, "step": n, "observation": p,
+                                "critic_outputs": [{"critic": p, "action": "continue", "reason": p, "score": 0.5}],
+                                "tokens": {"input": 1, "output": 1, "total": 2}})
+            records.append({"type": "run_end", "run_id": rid, "ts": "2025-01-01T00:00:09Z", "status": "completed",
+                            "stop_reason": f"{p}#stop", "stop_detail": p, "final_result": p, "verdict": verdict,
+                            "elapsed_s": 1.5})
+    return records
+
+
+@pytest.fixture
+def hostile_pairs(ingest, tmp_path):
+    """Runs with payloads in task ids, variants, experiment and stop reasons, paired across two variants."""
+    report = ingest(write_jsonl(tmp_path / "pairs.jsonl", _paired_records()))
+    assert report.ok, [str(e) for e in report.errors]
+
+
+def test_compare_table_and_its_pair_links_run_no_script(hostile_pairs, live_server, visitor):
+    base = live_server.url
+    skip_if_missing(base + "/compare")
+    query = f"experiment={quote(EXPERIMENT, safe='')}&a={quote(VARIANT_A, safe='')}&b={quote(VARIANT_B, safe='')}"
+    visitor.visit(f"{base}/compare?{query}", "compare table", expand=True)
+    own_charts = visitor.page.locator("svg.bars").count()  # the board's own svg, which the detector must let be
+    rows = visitor.page.locator("table.pairs tbody tr.pair-row").count()
+    table_text = visitor.page.locator("table.pairs").inner_text()
+    links = visitor.page.locator("a.pair-link").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    for sort in ("savings", "disagreement"):
+        visitor.visit(f"{base}/compare?{query}&sort={sort}", f"compare sorted by {sort}", expand=True)
+    visitor.visit(f"{base}/compare?{query}&only=disagree", "compare disagreements only", expand=True)
+    # The table as htmx loads it (a fragment), opened as a document of its own.
+    visitor.page.set_extra_http_headers({"HX-Request": "true"})
+    visitor.visit(f"{base}/compare?{query}&sort=savings", "compare table fragment")
+    visitor.page.set_extra_http_headers({})
+    for href in links:
+        visitor.visit(base + href, f"pair from the table {href}", expand=True)
+    assert visitor.dialogs == []
+    assert visitor.problems == []
+    assert own_charts == 1
+    assert rows == len(links) == len(PAYLOADS)  # every payload task is paired and listed
+    assert all(p.strip() in table_text for p in PAYLOADS[:8])  # as text
+
+
+def test_login_page_errors_run_no_script(live_server, visitor):
+    base = live_server.url
+    for p in PAYLOADS:
+        visitor.visit(f"{base}/login?next={quote('/' + p, safe='')}", f"login next={p!r}")
+        visitor.page.fill("#token", p)
+        visitor.page.locator("form.login-form button[type=submit]").click()
+        visitor.page.wait_for_load_state("networkidle")
+        assert visitor.page.locator(".error-message").count() == 1  # this board has no token: an error, as text
+        visitor.check(f"login error next={p!r}")
+    assert visitor.dialogs == []
+    assert visitor.problems == []
+
+
+def test_no_template_embeds_json_in_a_script_or_attribute():
+    # JSON inside HTML (<script type="application/json">, |tojson, data-*='{...}') would need
+    # escaping against </script>, <!-- and U+2028/U+2029; none exists, and any new one must
+    # come with that escaping and a hostile test. The static htmx-config meta is no trace data.
+    json_in_attribute = re.compile(r"""=\s*["'][^"'>]*\{\{[^}]*\|\s*(?:json|tojson)""")
+    for path in sorted(TEMPLATES.glob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        assert "application/json" not in text and "tojson" not in text, path.name
+        assert not json_in_attribute.search(text), path.name
+
+
+def test_json_twins_are_never_html(hostile, live_server):
+    # Payloads (incl. U+2028, </script>) in JSON twins: served as JSON with nosniff, never rendered as a page.
+    base = live_server.url
+    for url in [f"{base}/api/runs/{encode_run_id(PAYLOADS[2])}", f"{base}/runs/{encode_run_id(PAYLOADS[8])}?format=json",
+                f"{base}/api/pair?a={quote(PAYLOADS[0], safe='')}&b={quote(PAYLOADS[8], safe='')}",
+                f"{base}/compare?format=json"]:
+        r = httpx.get(url, timeout=30)
+        assert r.status_code == 200, url
+        assert r.headers["content-type"].startswith("application/json") and r.headers["x-content-type-options"] == "nosniff"
+        assert "<html" not in r.text
 
 
 def test_compare_page_runs_no_script(hostile, live_server, visitor):
@@ -56,8 +150,10 @@ def test_upload_result_runs_no_script(live_server, visitor, tmp_path):
     trace = hostile_trace(tmp_path / "<img src=x onerror=window.__xss(20)>.jsonl")
     bad = tmp_path / "bad-<svg onload=window.__xss(21)>.jsonl"
     bad.write_bytes(b'{"type":"step","run_id":"<script>window.__xss(22)</script>","step":"<b>x</b>"}\n<script>x</script>\n')
+    empty = tmp_path / "empty-<img src=x onerror=window.__xss(23)>.jsonl"
+    empty.write_bytes(b"")
     visitor.visit(base + "/upload", "upload form")
-    visitor.page.locator("input[type=file]").first.set_input_files([str(trace), str(bad)])
+    visitor.page.locator("input[type=file]").first.set_input_files([str(trace), str(bad), str(empty)])
     submit = visitor.page.locator("form button[type=submit], form input[type=submit]").first
     if submit.count():
         submit.click()
@@ -68,6 +164,7 @@ def test_upload_result_runs_no_script(live_server, visitor, tmp_path):
     visitor.check("upload result")
     body = visitor.page.locator("body").inner_text()
     assert "bad-<svg onload=window.__xss(21)>.jsonl" in body  # the error names the file, as text
+    assert "empty-<img src=x onerror=window.__xss(23)>.jsonl: empty file: no records" in body  # the warning too
     assert visitor.dialogs == []
     assert visitor.problems == []
 
@@ -97,3 +194,18 @@ def test_jsonl_export_is_not_html_and_names_no_server_path(hostile, live_server,
     assert "html" not in r.headers["content-type"]
     assert r.headers["x-content-type-options"] == "nosniff"
     assert str(tmp_path) not in r.text and not SERVER_PATH.search(r.text)
+
+
+def test_the_markup_detector_tells_the_boards_charts_from_injected_markup(page):
+    from tests.browser.test_hostile_pages import DOM_PROBE
+
+    own = '<main><svg class="bars" role="img" aria-label="&lt;svg onload=x&gt;"><rect class="bar-a"></rect></svg></main>'
+    page.set_content(own)
+    assert page.evaluate(DOM_PROBE) == []
+    for injected, found in [('<svg><rect></rect></svg>', "element svg (not one of the board charts)"),
+                            ('<svg class="bars" role="img"><foreignObject></foreignObject></svg>', "element foreignObject inside svg"),
+                            ('<img src="x">', 'element img[src="x"]'),
+                            ('<p title="x" onclick="1">t</p>', "P[onclick]"),
+                            ('<iframe></iframe>', "element iframe")]:
+        page.set_content(own + injected)
+        assert found in page.evaluate(DOM_PROBE), injected

@@ -8,7 +8,9 @@ pair, upload results and the HTML export opened from disk.
 
 Detection does not rely on the CSP alone: pages are opened once with the CSP bypassed,
 so an injected script would really run and call `window.__xss`; the DOM is checked for
-any `on*` attribute or `javascript:` URL; and with the CSP on, any
+any `on*` attribute, `javascript:` URL, `srcdoc`, foreign script, element the board never
+renders (iframe, object, embed, base, `img src=x`) or `<svg>` that is not one of the
+board's own charts (`svg[class][role=img]`); and with the CSP on, any
 `securitypolicyviolation` is recorded. Dialogs are recorded too.
 """
 
@@ -92,9 +94,18 @@ DOM_PROBE = """() => {
     }
   }
   for (const s of document.scripts) { if (!s.src || new URL(s.src).origin !== location.origin) bad.push('script:' + (s.src || 'inline')); }
-  for (const tag of ['iframe', 'svg', 'img[src="x"]', 'object', 'embed']) {
+  // Elements the board never renders itself, whatever their attributes.
+  for (const tag of ['iframe', 'frame', 'img[src="x"]', 'object', 'embed', 'base', 'body style', 'body link',
+                     'link:not([href^="/static/"])', 'body meta', 'title ~ title',
+                     'meta:not([charset]):not([name="viewport"]):not([name="color-scheme"]):not([name="htmx-config"]):not([http-equiv="Content-Security-Policy"])']) {
     if (document.querySelector(tag)) bad.push('element ' + tag);
   }
+  if (document.querySelectorAll('meta[http-equiv]').length > 1) bad.push('element meta[http-equiv] twice');
+  // The board draws its own charts as <svg class=... role="img"> (compare bars); a payload's
+  // <svg onload=...> has neither, so an <svg> without them came from trace text.
+  for (const el of document.querySelectorAll('svg:not([class][role="img"])')) bad.push('element svg (not one of the board charts)');
+  // Markup inside the board's svg can only come from the template: no nested svg or foreignObject.
+  for (const el of document.querySelectorAll('svg svg, svg foreignObject, svg script, svg a')) bad.push('element ' + el.tagName + ' inside svg');
   return bad;
 }"""
 
