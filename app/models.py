@@ -231,3 +231,20 @@ class IngestSource(SQLModel, table=True):
     offset: int = Field(default=0, sa_type=BigInteger)
     lines: int = Field(default=0, sa_type=BigInteger)
     updated_at: Optional[datetime] = None
+
+
+#: SQLite only (migration 0003): the FTS5 trigram index behind the runs list's search, and
+#: the columns it holds. A virtual table and triggers, so not part of the metadata above.
+RUN_SEARCH_TABLE = "runs_fts"
+RUN_SEARCH_COLUMNS = ("run_id", "task_id", "objective", "final_result", "stop_detail")
+
+
+def include_name(name: Optional[str], type_: str, parent_names: dict[str, Any]) -> bool:
+    """Alembic's comparison filter: skip the search index's virtual table and its shadow tables.
+
+    Autogenerate cannot express an FTS5 table, so without this every comparison would
+    ask to drop it. Only those exact names are skipped; every other table is compared.
+    """
+    if type_ == "table" and name is not None:
+        return not (name == RUN_SEARCH_TABLE or name.startswith(RUN_SEARCH_TABLE + "_"))
+    return True

@@ -201,24 +201,38 @@ def upload(board: Board, path: Path) -> Optional[dict[str, Any]]:
     return out
 
 
-def run_bench(db: Path, *, n: int, runs: int, big_steps: int, upload_mb: float, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every server figure against a running board on `db`."""
+PARTS = ("list", "run", "compare", "memory", "upload")
+
+
+def run_bench(db: Path, *, n: int, runs: int, big_steps: int, upload_mb: float, memory_rounds: int = 1,
+              parts: tuple[str, ...] = PARTS, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every server figure (or the chosen `parts`) against a running board on `db`."""
     res: dict[str, Any] = {}
     rid = quote(BIG_RUN, safe="")
     deep = max(0, runs - 50)
     with Board(db) as board, httpx.Client(base_url=board.base, timeout=120) as c:
         res["rss_start"] = board.rss()
-        res["list_first"] = timed(c, "/", n)
-        res["list_filtered"] = timed(c, "/?experiment=exp-001&verdict=fail", n)
-        res["list_search"] = timed(c, "/?q=task-00042", n)
-        res["list_deep"] = timed(c, f"/?offset={deep}", n)
-        res["list_api_first"] = timed(c, "/api/runs", n)
-        res["run_first_cold"] = first_response(c, f"/runs/{rid}")
-        res["run_first"] = timed(c, f"/runs/{rid}", max(5, n // 2))
-        res["run_block"] = timed(c, f"/runs/{rid}/steps?offset={big_steps // 2}&limit=25", n, headers={"HX-Request": "true"})
-        res["compare"] = timed(c, f"/compare?experiment={COMPARE_EXP}&a=smoke&b=e2e", max(5, n // 2))
-        res["memory"] = concurrent_loads(board, f"/runs/{rid}", 20)
-        if upload_mb:
+        if "list" in parts:
+            res["list_first"] = timed(c, "/", n)
+            res["list_filtered"] = timed(c, "/?experiment=exp-001&verdict=fail", n)
+            res["list_search"] = timed(c, "/?q=task-00042", n)
+            res["list_search_common"] = timed(c, "/?q=smoke", n)
+            res["list_deep"] = timed(c, f"/?offset={deep}", n)
+            res["list_api_first"] = timed(c, "/api/runs", n)
+            res["list_api_search"] = timed(c, "/api/runs?q=task-00042", n)
+        if "run" in parts:
+            res["run_first_cold"] = first_response(c, f"/runs/{rid}")
+            res["run_first"] = timed(c, f"/runs/{rid}", max(5, n // 2))
+            res["run_block"] = timed(c, f"/runs/{rid}/steps?offset={big_steps // 2}&limit=25", n,
+                                     headers={"HX-Request": "true"})
+        if "compare" in parts:
+            res["compare"] = timed(c, f"/compare?experiment={COMPARE_EXP}&a=smoke&b=e2e", max(5, n // 2))
+        if "memory" in parts:
+            # Several rounds: a leak grows every round, allocator retention stops growing after the first.
+            rounds = [concurrent_loads(board, f"/runs/{rid}", 20) for _ in range(max(1, memory_rounds))]
+            res["memory"] = rounds[0]
+            res["memory_rounds"] = [r["after"] for r in rounds]
+        if upload_mb and "upload" in parts:
             up = WORK / f"upload-{upload_mb:g}mb.jsonl"
             if not up.exists() or up.stat().st_size < upload_mb * 1024 * 1024 * 0.98:
                 generate(up, steps=500, target_mb=upload_mb, seed=11, exp_prefix="up-")
@@ -239,24 +253,32 @@ def report(res: dict[str, Any], runs: int, big_steps: int, pairs: int, log: Call
         kb_met = None if target_kb is None else r["bytes"] <= target_kb * 1024
         log(figure(f"{label} size", f"{r['bytes'] / 1024:.1f} KB", f"<= {target_kb:g} KB" if target_kb else "", kb_met))
 
-    lat("list_first", f"list page, {runs:,} runs, first page", 30)
-    lat("list_filtered", "list page, filtered (experiment+verdict)", 30)
-    lat("list_search", "list page, search q=", 30)
-    lat("list_deep", "list page, deep page (offset N-50)", 30)
-    lat("list_api_first", "list JSON /api/runs, first page", 30)
+    if "list_first" in res:
+        lat("list_first", f"list page, {runs:,} runs, first page", 30)
+        lat("list_filtered", "list page, filtered (experiment+verdict)", 30)
+        lat("list_search", "list page, search q= (rare)", 30)
+        lat("list_search_common", "list page, search q= (common)", 30)
+        lat("list_deep", "list page, deep page (offset N-50)", 30)
+        lat("list_api_first", "list JSON /api/runs, first page", 30)
+        lat("list_api_search", "list JSON /api/runs, search q= (rare)", 30)
     cold = res.get("run_first_cold")
     if cold:
         log(figure(f"run page {big_steps:,} steps, cold: first byte", f"{cold['ttfb_ms']:.1f} ms"))
-    lat("run_first", f"run page, {big_steps:,} steps, first response", 50, 200)
-    lat("run_block", "run page, one lazily loaded block", 30)
-    lat("compare", f"compare page, {pairs:,} pairs", 200)
-    m = res["memory"]
-    log(figure("RSS growth, 20 concurrent loads of largest run", f"{m['growth'] / 2**20:.1f} MiB", "<= 50 MiB",
-               m["growth"] <= 50 * 2**20))
-    log(figure("  RSS before / after", f"{(m['before'] or 0) / 2**20:.0f} / {(m['after'] or 0) / 2**20:.0f} MiB"))
-    log(figure("  wall time of the 20 loads", f"{m['wall_s']:.2f} s"))
-    if m["errors"]:
-        log(f"  errors: {m['errors'][:5]}")
+    if "run_first" in res:
+        lat("run_first", f"run page, {big_steps:,} steps, first response", 50, 200)
+        lat("run_block", "run page, one lazily loaded block", 30)
+    if "compare" in res:
+        lat("compare", f"compare page, {pairs:,} pairs", 200)
+    m = res.get("memory")
+    if m:
+        log(figure("RSS growth, 20 concurrent loads of largest run", f"{m['growth'] / 2**20:.1f} MiB", "<= 50 MiB",
+                   m["growth"] <= 50 * 2**20))
+        log(figure("  RSS before / after", f"{(m['before'] or 0) / 2**20:.0f} / {(m['after'] or 0) / 2**20:.0f} MiB"))
+        log(figure("  wall time of the 20 loads", f"{m['wall_s']:.2f} s"))
+        if len(res.get("memory_rounds") or []) > 1:
+            log(figure("  RSS after each round", " / ".join(f"{(v or 0) / 2**20:.0f}" for v in res["memory_rounds"]) + " MiB"))
+        if m["errors"]:
+            log(f"  errors: {m['errors'][:5]}")
     if "upload" in res:
         up = res["upload"]
         if up is None:
@@ -275,6 +297,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     ap.add_argument("--pairs", type=int, default=1000)
     ap.add_argument("--n", type=int, default=30, help="timed requests per figure")
     ap.add_argument("--upload-mb", type=float, default=100, help="0: skip the upload")
+    ap.add_argument("--memory-rounds", type=int, default=1, help="rounds of 20 concurrent loads (plateau check)")
+    ap.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {','.join(PARTS)}")
     ap.add_argument("--db", type=Path, default=None)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
@@ -283,7 +307,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     out: dict[str, Any] = {"machine": machine()}
     print(f"machine: {out['machine']}")
     out["build"] = build_db(db, runs=a.runs, big_steps=a.big_steps, pairs=a.pairs)
-    out["results"] = run_bench(db, n=a.n, runs=a.runs, big_steps=a.big_steps, upload_mb=a.upload_mb)
+    out["results"] = run_bench(db, n=a.n, runs=a.runs, big_steps=a.big_steps, upload_mb=a.upload_mb,
+                               memory_rounds=a.memory_rounds, parts=tuple(a.only.split(",")))
     report(out["results"], a.runs, a.big_steps, a.pairs)
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)

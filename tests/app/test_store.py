@@ -12,14 +12,26 @@ from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
 import app.models  # noqa: F401
+from app.models import include_name
 from tests.conftest import ROOT
 
 
 def test_models_and_migrations_agree(engine):
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "render_as_batch": True})
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True, "render_as_batch": True,
+                                                     "include_name": include_name})
         diff = compare_metadata(ctx, SQLModel.metadata)
     assert diff == []
+
+
+def test_the_comparison_skips_only_the_search_index(engine):
+    """The filter hides the FTS5 table and its shadow tables, and nothing else."""
+    with engine.connect() as conn:
+        tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
+    skipped = {t for t in tables if not include_name(t, "table", {})}
+    assert "runs_fts" in skipped and "runs_fts_data" in skipped
+    assert all(t == "runs_fts" or t.startswith("runs_fts_") for t in skipped)
+    assert include_name("runs", "table", {}) and include_name("runs_ftsx", "table", {})
 
 
 def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(engine):
