@@ -16,8 +16,6 @@ script and no link to anything but its own anchors, and every value is shown who
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -26,6 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from . import queries
+from .jsontext import dumps_deep
 from .errors import QitaError
 from .paths import STATIC
 from .secrets import mask_data
@@ -102,60 +101,3 @@ def dumps_line(rec: Any) -> bytes:
         return dumps_deep(rec).encode() + b"\n"
 
 
-_ATOMS = {True: "true", False: "false"}
-
-
-def _atom(value: Any) -> str:
-    if value is None or value is True or value is False:
-        return "null" if value is None else _ATOMS[value]
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else "null"  # as orjson: JSON has no NaN/Infinity
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-def _key(key: Any) -> str:
-    # As orjson's OPT_NON_STR_KEYS: a non-string key is written as its JSON text, quoted.
-    return _atom(key if isinstance(key, str) else _atom(key).strip('"'))
-
-
-def dumps_deep(value: Any) -> str:
-    """Compact JSON of `value` at any depth, written with an explicit stack (no recursion)."""
-    out: list[str] = []
-    # Each frame: the container's remaining items, whether it is a dict, whether an item was written.
-    stack: list[list[Any]] = []
-
-    def open_(v: Any) -> None:
-        if isinstance(v, dict):
-            out.append("{")
-            stack.append([iter(v.items()), True, False])
-        elif isinstance(v, (list, tuple)):
-            out.append("[")
-            stack.append([iter(v), False, False])
-        else:
-            out.append(_atom(v))
-
-    open_(value)
-    while stack:
-        frame = stack[-1]
-        items, is_dict, started = frame
-        item = next(items, _END)
-        if item is _END:
-            out.append("}" if is_dict else "]")
-            stack.pop()
-            continue
-        if started:
-            out.append(",")
-        frame[2] = True
-        if is_dict:
-            out.append(_key(item[0]) + ":")
-            open_(item[1])
-        else:
-            open_(item)
-    return "".join(out)
-
-
-_END = object()

@@ -127,11 +127,9 @@ def to_json_text(value: Any, *, indent: bool = True) -> str:
     """Pretty JSON text for a raw view (escaped by the template like any text)."""
     if isinstance(value, str):
         return value
-    try:
-        option = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS if indent else orjson.OPT_NON_STR_KEYS
-        return orjson.dumps(value, option=option, default=str).decode()
-    except TypeError:
-        return repr(value)
+    from .jsontext import dumps
+
+    return dumps(value, option=orjson.OPT_INDENT_2 if indent else 0).decode()
 
 
 def gauge(used: Any, limit: Any) -> Optional[dict[str, Any]]:

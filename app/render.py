@@ -8,37 +8,27 @@ HTML a person reads come from the same code.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Optional
 from urllib.parse import urlencode
 
-import orjson
 from fastapi import Request
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 
-from . import present
+from . import jsontext, present
 from .paths import TEMPLATES
 from .queries import make_pointer
 from .secrets import Masker
 from .urls import encode_run_id
 
 
-def _default(obj: Any) -> Any:
-    if isinstance(obj, datetime):
-        return obj.isoformat()
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    return str(obj)
-
-
 class JSONResponse(Response):
-    """JSON via orjson; datetimes as ISO strings."""
+    """JSON via orjson (datetimes as ISO strings), at any depth (app.jsontext)."""
 
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, default=_default, option=orjson.OPT_NON_STR_KEYS)
+        return jsontext.dumps(content)
 
 
 def make_templates() -> Jinja2Templates:

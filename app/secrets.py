@@ -13,8 +13,12 @@ expensive) detectors run at all, so ordinary text costs a single regex search.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
+
+import orjson
 
 PLACEHOLDER_PREFIX = "[secret masked: "
 
@@ -28,6 +32,13 @@ _TRIGGER = re.compile(
     r"pass|pwd|secret|api[_-]?key|token|auth",
     re.IGNORECASE,
 )
+
+#: A cheap first look at a whole value serialised to JSON: every detector and every
+#: secret-sounding key needs one of these substrings, so a value without any is returned
+#: as it is, without walking it (most steps of most runs hold no secret).
+_PRECHECK = re.compile(_TRIGGER.pattern.encode() + rb"|private|cookie|passphrase", re.IGNORECASE)
+#: Levels below the top at which each container is looked at on its own before walking.
+PRECHECK_LEVELS = 3
 
 #: Dict keys whose string value is a secret whatever it looks like.
 _SECRET_KEYS = re.compile(
@@ -50,6 +61,9 @@ class Detector:
     pattern: re.Pattern
     #: regex group holding the secret itself (0: the whole match)
     group: int = 0
+    #: lower-case substrings one of which every match contains: a string without any is
+    #: not searched with this detector's (much slower) pattern
+    needles: tuple[str, ...] = ()
 
 
 def _c(pattern: str, flags: int = 0) -> re.Pattern:
@@ -60,20 +74,34 @@ def _c(pattern: str, flags: int = 0) -> re.Pattern:
 # only when no bearer prefix claims it, and generic assignments come last.
 DETECTORS: tuple[Detector, ...] = (
     Detector("private-key", _c(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----(?:.*?-----END \1PRIVATE KEY-----|"
-                               r"[A-Za-z0-9+/=\s\\]{16,})", re.DOTALL)),
-    Detector("bearer-token", _c(r"\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+([A-Za-z0-9._~+/=-]{8,})"), 1),
-    Detector("jwt", _c(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{8,}")),
-    Detector("anthropic-key", _c(r"\bsk-ant-[A-Za-z0-9_-]{16,}")),
-    Detector("openai-key", _c(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
-    Detector("aws-access-key", _c(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|AIPA)[A-Z0-9]{16}\b")),
-    Detector("aws-secret-key", _c(r"(?i)\baws_?secret_?(?:access_?)?key\b" + _ASSIGN + r"([A-Za-z0-9/+=]{30,})"), 2),
-    Detector("github-token", _c(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
-    Detector("slack-token", _c(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    Detector("google-api-key", _c(r"\bAIza[0-9A-Za-z_-]{35}")),
-    Detector("password", _c(r"(?i)\b(?:password|passwd|pwd|passphrase)\b" + _ASSIGN + r"""([^\s"',;&}\]]{3,})"""), 2),
+                               r"[A-Za-z0-9+/=\s\\]{16,})", re.DOTALL), 0, ("-----begin",)),
+    Detector("bearer-token", _c(r"\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+([A-Za-z0-9._~+/=-]{8,})"), 1, ("bearer",)),
+    Detector("jwt", _c(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{8,}"), 0, ("eyj",)),
+    Detector("anthropic-key", _c(r"\bsk-ant-[A-Za-z0-9_-]{16,}"), 0, ("sk-ant-",)),
+    Detector("openai-key", _c(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0, ("sk-",)),
+    Detector("aws-access-key", _c(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|AIPA)[A-Z0-9]{16}\b"), 0,
+             ("akia", "asia", "agpa", "aida", "aroa", "anpa", "aipa")),
+    Detector("aws-secret-key", _c(r"(?i)\baws_?secret_?(?:access_?)?key\b" + _ASSIGN + r"([A-Za-z0-9/+=]{30,})"), 2,
+             ("aws",)),
+    Detector("github-token", _c(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"), 0,
+             ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    Detector("slack-token", _c(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), 0, ("xox",)),
+    Detector("google-api-key", _c(r"\bAIza[0-9A-Za-z_-]{35}"), 0, ("aiza",)),
+    Detector("password", _c(r"(?i)\b(?:password|passwd|pwd|passphrase)\b" + _ASSIGN + r"""([^\s"',;&}\]]{3,})"""), 2,
+             ("pass", "pwd")),
     Detector("secret", _c(r"(?i)\b(?:api[_-]?key|apikey|client[_-]?secret|secret[_-]?key|secret|access[_-]?token|"
-                          r"auth[_-]?token|refresh[_-]?token|token)\b" + _ASSIGN + r"""([^\s"',;&}\]]{6,})"""), 2),
+                          r"auth[_-]?token|refresh[_-]?token|token)\b" + _ASSIGN + r"""([^\s"',;&}\]]{6,})"""), 2,
+             ("key", "secret", "token")),
 )
+
+
+#: Strings at least this long have their masking remembered (by hash and length).
+CACHE_MIN_CHARS = 2048
+CACHE_ENTRIES = 20_000
+_TEXT_CACHE: "OrderedDict[tuple[int, int], tuple[Optional[str], int, tuple[str, ...]]]" = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+_ALL_NEEDLES = tuple(dict.fromkeys(n for det in DETECTORS for n in det.needles))
 
 
 def placeholder(kind: str, value: str) -> str:
@@ -91,10 +119,39 @@ class Masker:
 
     def text(self, value: str) -> str:
         """`value` with every detected secret replaced by its placeholder."""
-        if len(value) < 8 or not _TRIGGER.search(value):
+        if len(value) < 8:
+            return value
+        if len(value) >= CACHE_MIN_CHARS:
+            # Long values (observations, tool output) come back on every page view of a
+            # run: their masking is remembered by content, not redone.
+            key = (hash(value), len(value))
+            with _CACHE_LOCK:
+                hit = _TEXT_CACHE.get(key)
+                if hit is not None:
+                    _TEXT_CACHE.move_to_end(key)
+            if hit is not None:
+                masked, count, kinds = hit
+                self.count += count
+                self.kinds.update(kinds)
+                return value if masked is None else masked
+            before, kinds_before = self.count, set(self.kinds)
+            out = self._text(value)
+            entry = (None if out == value else out, self.count - before, tuple(self.kinds - kinds_before))
+            with _CACHE_LOCK:
+                _TEXT_CACHE[key] = entry
+                while len(_TEXT_CACHE) > CACHE_ENTRIES:
+                    _TEXT_CACHE.popitem(last=False)
+            return out
+        return self._text(value)
+
+    def _text(self, value: str) -> str:
+        # Plain substring tests first: far cheaper than any regex over a long observation.
+        low = value.lower()
+        if not any(n in low for n in _ALL_NEEDLES):
             return value
         for det in DETECTORS:
-            value = det.pattern.sub(self._replacer(det), value)
+            if any(n in low for n in det.needles):
+                value = det.pattern.sub(self._replacer(det), value)
         return value
 
     def _replacer(self, det: Detector) -> Callable[[re.Match], str]:
@@ -125,7 +182,26 @@ class Masker:
             return placeholder(kind, value)
         return self.text(value)
 
-    def data(self, obj: Any) -> Any:
+    def data(self, obj: Any, _levels: int = PRECHECK_LEVELS) -> Any:
+        """`obj` with secrets masked in keys and values: the same object when it holds no
+        candidate secret, else a copy (dicts, lists, tuples, strings).
+
+        Each container near the top (a page's steps, each step) is first looked at as JSON
+        text; only those that may hold a secret are walked.
+        """
+        if isinstance(obj, (dict, list, tuple)):
+            if not _may_hold_secret(obj):
+                return obj
+            if _levels > 0:
+                if isinstance(obj, dict):
+                    return {(self.text(k) if isinstance(k, str) else k):
+                            (self.value_under_key(k, v) if isinstance(v, str) else self.data(v, _levels - 1))
+                            for k, v in obj.items()}
+                items = [self.data(v, _levels - 1) for v in obj]
+                return tuple(items) if isinstance(obj, tuple) else items
+        return self._walk(obj)
+
+    def _walk(self, obj: Any) -> Any:
         """A copy of `obj` (dicts, lists, tuples, strings) with secrets masked in keys and values.
 
         Iterative, not recursive: ingest accepts records nested 1024 levels deep, and a
@@ -166,6 +242,14 @@ class Masker:
                 else:
                     parent.append(done)
         return root[0]
+
+
+def _may_hold_secret(obj: Any) -> bool:
+    try:
+        blob = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return True  # too deep for orjson: walk it
+    return _PRECHECK.search(blob) is not None
 
 
 def _items(obj: Any):

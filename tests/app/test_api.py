@@ -114,3 +114,25 @@ def test_unknown_run_is_404_in_json_and_html(client):
 def test_openapi_documents_the_api(client):
     paths = client.get("/api/openapi.json").json()["paths"]
     assert {"/api/health", "/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/steps"} <= set(paths)
+
+
+def test_values_nested_past_orjsons_limit_are_served_and_shown(client, ingest, tmp_path):
+    deep: dict = {}
+    node = deep
+    for _ in range(600):
+        node["n"] = {}
+        node = node["n"]
+    node["leaf"] = "bottom"
+    import json  # orjson itself stops at ~254 levels when writing
+
+    write_jsonl(tmp_path / "deep.jsonl", [{"type": "run_start", "run_id": "deep"},
+                                          json.dumps({"type": "step", "run_id": "deep", "step": 0, "observation": deep}).encode()])
+    assert ingest(tmp_path / "deep.jsonl").ok
+    body = client.get("/api/runs/deep/steps")
+    assert body.status_code == 200
+    obs = body.json()["data"][0]["record"]["observation"]
+    for _ in range(600):
+        obs = obs["n"]
+    assert obs == {"leaf": "bottom"}
+    page = client.get("/runs/deep")
+    assert page.status_code == 200

@@ -162,3 +162,18 @@ def test_show_secrets_setting_never_masks(tmp_path):
     with _app(tmp_path, show_secrets=True) as c:
         body = c.get("/runs/leaky").text
     assert "hunter22" in body and "Secrets shown" in body
+
+
+def test_remembered_masking_of_long_values_still_counts_and_masks_every_time():
+    from app.secrets import CACHE_MIN_CHARS, Masker
+
+    key = "AKIA" + "Q" * 16
+    long_text = ("filler text " * (CACHE_MIN_CHARS // 12 + 1)) + f" aws key {key} end"
+    clean = "nothing to see here " * (CACHE_MIN_CHARS // 20 + 1)
+    for _ in range(2):  # the second round is served from the cache
+        m = Masker()
+        out = m.text(long_text)
+        assert key not in out and "[secret masked: aws-access-key" in out
+        assert (m.count, m.kinds) == (1, {"aws-access-key"})
+        m2 = Masker()
+        assert m2.text(clean) is clean and m2.count == 0

@@ -1,0 +1,91 @@
+"""JSON text at any depth: orjson first, an explicit-stack encoder past its depth limit.
+
+Traces may nest deeper than orjson's recursion limit (about 254 levels); the board must
+still show, export and serve such values, so every JSON writer falls back to
+`dumps_deep`, which never recurses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import orjson
+
+
+def dumps(value: Any, *, option: int = 0) -> bytes:
+    """orjson.dumps with these options (non-string keys allowed), or the deep encoder when orjson gives up."""
+    try:
+        return orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS, default=_default)
+    except TypeError:
+        return dumps_deep(value).encode()
+
+
+def _default(obj: Any) -> Any:
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=str)
+    return str(obj)
+
+
+_ATOMS = {True: "true", False: "false"}
+
+
+def _atom(value: Any) -> str:
+    if value is None or value is True or value is False:
+        return "null" if value is None else _ATOMS[value]
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else "null"  # as orjson: JSON has no NaN/Infinity
+    if hasattr(value, "isoformat"):
+        return json.dumps(value.isoformat())
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def _key(key: Any) -> str:
+    # As orjson's OPT_NON_STR_KEYS: a non-string key is written as its JSON text, quoted.
+    return _atom(key if isinstance(key, str) else _atom(key).strip('"'))
+
+
+def dumps_deep(value: Any) -> str:
+    """Compact JSON of `value` at any depth, written with an explicit stack (no recursion)."""
+    out: list[str] = []
+    # Each frame: the container's remaining items, whether it is a dict, whether an item was written.
+    stack: list[list[Any]] = []
+
+    def open_(v: Any) -> None:
+        if isinstance(v, dict):
+            out.append("{")
+            stack.append([iter(v.items()), True, False])
+        elif isinstance(v, (list, tuple)):
+            out.append("[")
+            stack.append([iter(v), False, False])
+        else:
+            out.append(_atom(v))
+
+    open_(value)
+    while stack:
+        frame = stack[-1]
+        items, is_dict, started = frame
+        item = next(items, _END)
+        if item is _END:
+            out.append("}" if is_dict else "]")
+            stack.pop()
+            continue
+        if started:
+            out.append(",")
+        frame[2] = True
+        if is_dict:
+            out.append(_key(item[0]) + ":")
+            open_(item[1])
+        else:
+            open_(item)
+    return "".join(out)
+
+
+_END = object()
