@@ -616,11 +616,13 @@ def run_live_stamp(session: Session, *, run_id: str) -> Optional[dict[str, Any]]
 
 
 def runs_live_stamp(session: Session) -> str:
-    """What changes when any run is added, grows, or changes state."""
-    row = session.execute(select(func.count(), func.max(RUNS.c.last_seen_at),
-                                 func.sum(case((RUNS.c.state == "running", 1), else_=0)),
-                                 func.sum(case((RUNS.c.has_end.is_(True), 1), else_=0)))).first()
-    return _digest("|".join(str(v) for v in row))
+    """What changes when any run is added, grows, or changes state.
+
+    Every write to a run (ingest recompute, abandon sweep) moves its `updated_at`, so the
+    data version the list cache uses (newest `updated_at`, run count: two index reads)
+    says it without scanning the table.
+    """
+    return _digest("|".join(str(v) for v in _data_version(session)))
 
 
 def _digest(text: str) -> str:
