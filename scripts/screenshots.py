@@ -1,4 +1,5 @@
-"""Take the README screenshots: runs list, a run view, an early-stopped run, light and dark.
+"""Take the README screenshots: every page (runs list, run view, early-stopped run, compare,
+pair view, upload), light and dark.
 
 Usage: PYTHONPATH=. python scripts/screenshots.py [QITOS_RUNS_FOLDER]
 Builds a throwaway board from the demo experiment (plus QitOS runs when given) and saves
@@ -27,7 +28,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(db=str(Path(tmp) / "shots.db"))
-        paths = [str(p) for p in run_demo(Path(tmp) / "traces", tasks=6)]
+        paths = [str(p) for p in run_demo(Path(tmp) / "traces", tasks=12)]
         paths += sys.argv[1:]
         engine = open_database(settings)
         Ingestor(engine, settings).ingest_paths(paths)
@@ -57,6 +58,14 @@ def shoot(server: LiveServer) -> None:
             page.goto(server.url + plain)
             page.locator("article.step").first.scroll_into_view_if_needed()
             page.screenshot(path=str(OUT / f"run-view-{scheme}.png"))
+            page.goto(server.url + "/compare")
+            page.screenshot(path=str(OUT / f"compare-{scheme}.png"))
+            # A disagreeing pair when there is one: that is what a reader opens next.
+            pair = page.locator("tr.disagree a[href^='/pair'], a[href^='/pair']").first.get_attribute("href")
+            page.goto(server.url + pair)
+            page.screenshot(path=str(OUT / f"pair-{scheme}.png"))
+            page.goto(server.url + "/upload")
+            page.screenshot(path=str(OUT / f"upload-{scheme}.png"))
             page.close()
         browser.close()
     print("\n".join(sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.png"))))
