@@ -90,6 +90,18 @@ def fmt_duration(seconds: Any) -> str:
     return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
 
 
+def fmt_bytes(value: Any) -> str:
+    """A size in bytes for people: 1 GiB, 4.5 MiB, 812 bytes."""
+    if value is None:
+        return "—"
+    n = float(value)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{int(n)} {unit}" if unit == "bytes" or n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(value)
+
+
 def fmt_pct(value: Any) -> str:
     if value is None:
         return "—"

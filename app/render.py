@@ -38,6 +38,7 @@ def make_templates() -> Jinja2Templates:
     env.autoescape = True
     env.filters.update(
         int=present.fmt_int,
+        bytes=present.fmt_bytes,
         num=present.fmt_num,
         duration=present.fmt_duration,
         pct=present.fmt_pct,
