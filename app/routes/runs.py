@@ -165,17 +165,8 @@ def get_field(request: Request, session: SessionDep, run_id: str, step: Annotate
                                          description="JSON pointer into the stored record, e.g. /observation")] = "",
               event: Annotated[Optional[int], Query(ge=0, le=1_000_000, description="the step's n-th event instead")] = None) -> Any:
     """The whole value a page showed cut (loaded when the reader asks for it)."""
-    row = queries.run_live_stamp(session, run_id=run_id)
-    if row is None:
-        raise QitaError("no run with this id", status=404)
-    try:
-        value = queries.get_step_field(session, run_pk=row["pk"], step=step, pointer=path, event=event)
-    except ValueError as exc:
-        raise QitaError(f"bad path: {exc}", status=400) from None
-    except KeyError:
-        raise QitaError("no such value in this step", status=404) from None
-    return respond(request, "field.html", {"run_id": run_id, "step": step, "path": path, "event": event, "value": value},
-                   fragment="_field.html")
+    return _field(request, session, run_id, step=step, path=path, event=event, missing="no such value in this step",
+                  lookup=lambda pk: queries.get_step_field(session, run_pk=pk, step=step, pointer=path, event=event))
 
 
 @router.get("/runs/{run_id:runid}/field", include_in_schema=False)
@@ -184,16 +175,23 @@ def get_run_field(request: Request, session: SessionDep, run_id: str,
                   path: Annotated[str, Query(max_length=queries.MAX_POINTER_CHARS,
                                              description="JSON pointer: /run/meta/..., /criteria/<id>/details, /run_events/<n>/...")] = "") -> Any:
     """The whole run-level value a page showed cut (criterion details, metadata, run events)."""
+    return _field(request, session, run_id, step=None, path=path, event=None, missing="no such value in this run",
+                  lookup=lambda pk: queries.get_run_field(session, run_pk=pk, pointer=path))
+
+
+def _field(request: Request, session, run_id: str, *, step: Optional[int], path: str, event: Optional[int],
+           missing: str, lookup) -> Any:
+    """One stored value by JSON pointer, as a fragment or JSON; a bad pointer is a 400, a missing value a 404."""
     row = queries.run_live_stamp(session, run_id=run_id)
     if row is None:
         raise QitaError("no run with this id", status=404)
     try:
-        value = queries.get_run_field(session, run_pk=row["pk"], pointer=path)
+        value = lookup(row["pk"])
     except ValueError as exc:
         raise QitaError(f"bad path: {exc}", status=400) from None
     except KeyError:
-        raise QitaError("no such value in this run", status=404) from None
-    return respond(request, "field.html", {"run_id": run_id, "step": None, "path": path, "event": None, "value": value},
+        raise QitaError(missing, status=404) from None
+    return respond(request, "field.html", {"run_id": run_id, "step": step, "path": path, "event": event, "value": value},
                    fragment="_field.html")
 
 
