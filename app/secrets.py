@@ -38,7 +38,10 @@ _TRIGGER = re.compile(
 #: as it is, without walking it (most steps of most runs hold no secret).
 _PRECHECK = re.compile(_TRIGGER.pattern.encode() + rb"|private|cookie|passphrase", re.IGNORECASE)
 #: Levels below the top at which each container is looked at on its own before walking.
-PRECHECK_LEVELS = 3
+#: One: deeper checks re-serialise and re-scan the same bytes at every level and cost more
+#: than the walk they save once clean strings are remembered (run page of 25 steps of
+#: 2 KB observations: 3 levels 32 ms, 1 level 20 ms, in-process).
+PRECHECK_LEVELS = 1
 
 #: Dict keys whose string value is a secret whatever it looks like.
 _SECRET_KEYS = re.compile(
@@ -103,6 +106,24 @@ _CACHE_LOCK = threading.Lock()
 
 _ALL_NEEDLES = tuple(dict.fromkeys(n for det in DETECTORS for n in det.needles))
 
+#: The same check as plain substrings of the lower-cased JSON (about twice as fast as the
+#: case-insensitive regex over long values): every string `_PRECHECK` matches holds one of
+#: these, and so does every detector's match (its needles are included).
+_PRECHECK_NEEDLES = tuple(dict.fromkeys(
+    [n.encode() for det in DETECTORS for n in det.needles]
+    + [b"sk-", b"bearer", b"akia", b"asia", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"xox",
+       b"aiza", b"-----begin", b"eyj", b"pass", b"pwd", b"secret", b"apikey", b"api_key", b"api-key", b"token",
+       b"auth", b"private", b"cookie"]))
+
+#: Shorter strings (8 .. CACHE_MIN_CHARS chars) found to hold no secret. A page repeats
+#: the same short strings many times over (dict keys, run ids, phase names, tool names):
+#: a set lookup replaces the needle scan. Only the verdict "nothing to mask" is kept, and
+#: it depends on the content alone, so masking is unchanged. Cleared when full.
+CLEAN_ENTRIES = 100_000
+_CLEAN: set[str] = set()
+#: Whether a dict key is secret-sounding (keys repeat on every record).
+_KEY_IS_SECRET: dict[str, bool] = {}
+
 
 def placeholder(kind: str, value: str) -> str:
     """The text shown instead of a secret."""
@@ -142,7 +163,15 @@ class Masker:
                 while len(_TEXT_CACHE) > CACHE_ENTRIES:
                     _TEXT_CACHE.popitem(last=False)
             return out
-        return self._text(value)
+        if value in _CLEAN:
+            return value
+        before = self.count
+        out = self._text(value)
+        if self.count == before and out == value:
+            if len(_CLEAN) >= CLEAN_ENTRIES:
+                _CLEAN.clear()
+            _CLEAN.add(value)
+        return out
 
     def _text(self, value: str) -> str:
         # Plain substring tests first: far cheaper than any regex over a long observation.
@@ -171,7 +200,7 @@ class Masker:
 
     def value_under_key(self, key: Any, value: str) -> str:
         """A string stored under a secret-sounding key is masked whole."""
-        if (isinstance(key, str) and _SECRET_KEYS.fullmatch(key.strip()) and value.strip().lower() not in _NOT_SECRET_VALUES
+        if (isinstance(key, str) and _key_is_secret(key) and value.strip().lower() not in _NOT_SECRET_VALUES
                 and not value.startswith(PLACEHOLDER_PREFIX)):
             masked = self.text(value)
             if masked != value:
@@ -244,12 +273,23 @@ class Masker:
         return root[0]
 
 
+def _key_is_secret(key: str) -> bool:
+    hit = _KEY_IS_SECRET.get(key)
+    if hit is None:
+        hit = _SECRET_KEYS.fullmatch(key.strip()) is not None
+        if len(_KEY_IS_SECRET) >= CLEAN_ENTRIES:
+            _KEY_IS_SECRET.clear()
+        _KEY_IS_SECRET[key] = hit
+    return hit
+
+
 def _may_hold_secret(obj: Any) -> bool:
     try:
         blob = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
         return True  # too deep for orjson: walk it
-    return _PRECHECK.search(blob) is not None
+    low = blob.lower()
+    return any(n in low for n in _PRECHECK_NEEDLES)
 
 
 def _items(obj: Any):
