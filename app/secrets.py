@@ -98,6 +98,9 @@ DETECTORS: tuple[Detector, ...] = (
 )
 
 
+#: Levels copied recursively before the iterative walk takes over (deep nesting).
+RECURSE_LEVELS = 64
+
 #: Strings at least this long have their masking remembered (by hash and length).
 CACHE_MIN_CHARS = 2048
 CACHE_ENTRIES = 20_000
@@ -228,7 +231,29 @@ class Masker:
                             for k, v in obj.items()}
                 items = [self.data(v, _levels - 1) for v in obj]
                 return tuple(items) if isinstance(obj, tuple) else items
-        return self._walk(obj)
+        return self._copy(obj, 0)
+
+    def _copy(self, obj: Any, depth: int) -> Any:
+        """Like `_walk`, recursively for the first levels: most data is shallow, and a plain
+        recursive copy costs about half of the iterative walk per item."""
+        if depth >= RECURSE_LEVELS:
+            return self._walk(obj)
+        if isinstance(obj, dict):
+            out = {}
+            for key, value in obj.items():
+                key_out = self.text(key) if isinstance(key, str) else key
+                if isinstance(value, str):
+                    out[key_out] = self.value_under_key(key, value)
+                elif isinstance(value, (dict, list, tuple)):
+                    out[key_out] = self._copy(value, depth + 1)
+                else:
+                    out[key_out] = value
+            return out
+        if isinstance(obj, (list, tuple)):
+            items = [self.text(v) if isinstance(v, str) else
+                     self._copy(v, depth + 1) if isinstance(v, (dict, list, tuple)) else v for v in obj]
+            return tuple(items) if isinstance(obj, tuple) else items
+        return self.text(obj) if isinstance(obj, str) else obj
 
     def _walk(self, obj: Any) -> Any:
         """A copy of `obj` (dicts, lists, tuples, strings) with secrets masked in keys and values.
