@@ -42,6 +42,8 @@ _PRECHECK = re.compile(_TRIGGER.pattern.encode() + rb"|private|cookie|passphrase
 #: than the walk they save once clean strings are remembered (run page of 25 steps of
 #: 2 KB observations: 3 levels 32 ms, 1 level 20 ms, in-process).
 PRECHECK_LEVELS = 1
+#: JSON size past which a container is walked without the look (see `Masker.data`).
+PRECHECK_MAX_BYTES = 64 * 1024
 
 #: Dict keys whose string value is a secret whatever it looks like.
 _SECRET_KEYS = re.compile(
@@ -219,10 +221,15 @@ class Masker:
         candidate secret, else a copy (dicts, lists, tuples, strings).
 
         Each container near the top (a page's steps, each step) is first looked at as JSON
-        text; only those that may hold a secret are walked.
+        text; only those that may hold a secret are walked. Past PRECHECK_MAX_BYTES of JSON
+        the look is skipped: scanning that many bytes for every needle costs more than the
+        walk, whose long strings are remembered by content.
         """
         if isinstance(obj, (dict, list, tuple)):
-            if not _may_hold_secret(obj):
+            verdict = _may_hold_secret(obj)
+            if verdict is None:
+                return self._copy(obj, 0)
+            if not verdict:
                 return obj
             if _levels > 0:
                 if isinstance(obj, dict):
@@ -308,11 +315,14 @@ def _key_is_secret(key: str) -> bool:
     return hit
 
 
-def _may_hold_secret(obj: Any) -> bool:
+def _may_hold_secret(obj: Any) -> Optional[bool]:
+    """False when `obj` surely holds no secret, True when it may, None when too big to tell cheaply."""
     try:
         blob = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
         return True  # too deep for orjson: walk it
+    if len(blob) > PRECHECK_MAX_BYTES:
+        return None
     low = blob.lower()
     return any(n in low for n in _PRECHECK_NEEDLES)
 
