@@ -8,8 +8,9 @@ HTML a person reads come from the same code.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Optional
-from urllib.parse import urlencode
+from urllib.parse import quote_plus, urlencode
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -53,11 +54,24 @@ def make_templates() -> Jinja2Templates:
         early_stop_reason_labels=present.EARLY_STOP_REASON_LABELS,
         gauge=present.gauge,
         truncate=present.truncate,
-        urlencode=lambda d: urlencode(d, doseq=True),
+        urlencode=query_string,
         run_url=lambda run_id, suffix="": f"/runs/{encode_run_id(run_id)}{suffix}",
         ptr=make_pointer,
     )
     return templates
+
+
+@lru_cache(maxsize=16384)
+def _quote(value: str) -> str:
+    return quote_plus(value)
+
+
+def query_string(params: dict[str, Any]) -> str:
+    """`urlencode(params, doseq=True)`; string values quoted through a cache, since tables
+    link the same run ids on every row and every view (the compare page has 1,000 rows)."""
+    if isinstance(params, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
+        return "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params.items())
+    return urlencode(params, doseq=True)
 
 
 def wants_json(request: Request) -> bool:

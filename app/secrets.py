@@ -38,7 +38,12 @@ _TRIGGER = re.compile(
 #: as it is, without walking it (most steps of most runs hold no secret).
 _PRECHECK = re.compile(_TRIGGER.pattern.encode() + rb"|private|cookie|passphrase", re.IGNORECASE)
 #: Levels below the top at which each container is looked at on its own before walking.
-PRECHECK_LEVELS = 3
+#: One: deeper checks re-serialise and re-scan the same bytes at every level and cost more
+#: than the walk they save once clean strings are remembered (run page of 25 steps of
+#: 2 KB observations: 3 levels 32 ms, 1 level 20 ms, in-process).
+PRECHECK_LEVELS = 1
+#: JSON size past which a container is walked without the look (see `Masker.data`).
+PRECHECK_MAX_BYTES = 64 * 1024
 
 #: Dict keys whose string value is a secret whatever it looks like.
 _SECRET_KEYS = re.compile(
@@ -95,6 +100,9 @@ DETECTORS: tuple[Detector, ...] = (
 )
 
 
+#: Levels copied recursively before the iterative walk takes over (deep nesting).
+RECURSE_LEVELS = 64
+
 #: Strings at least this long have their masking remembered (by hash and length).
 CACHE_MIN_CHARS = 2048
 CACHE_ENTRIES = 20_000
@@ -102,6 +110,24 @@ _TEXT_CACHE: "OrderedDict[tuple[int, int], tuple[Optional[str], int, tuple[str, 
 _CACHE_LOCK = threading.Lock()
 
 _ALL_NEEDLES = tuple(dict.fromkeys(n for det in DETECTORS for n in det.needles))
+
+#: The same check as plain substrings of the lower-cased JSON (about twice as fast as the
+#: case-insensitive regex over long values): every string `_PRECHECK` matches holds one of
+#: these, and so does every detector's match (its needles are included).
+_PRECHECK_NEEDLES = tuple(dict.fromkeys(
+    [n.encode() for det in DETECTORS for n in det.needles]
+    + [b"sk-", b"bearer", b"akia", b"asia", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"xox",
+       b"aiza", b"-----begin", b"eyj", b"pass", b"pwd", b"secret", b"apikey", b"api_key", b"api-key", b"token",
+       b"auth", b"private", b"cookie"]))
+
+#: Shorter strings (8 .. CACHE_MIN_CHARS chars) found to hold no secret. A page repeats
+#: the same short strings many times over (dict keys, run ids, phase names, tool names):
+#: a set lookup replaces the needle scan. Only the verdict "nothing to mask" is kept, and
+#: it depends on the content alone, so masking is unchanged. Cleared when full.
+CLEAN_ENTRIES = 100_000
+_CLEAN: set[str] = set()
+#: Whether a dict key is secret-sounding (keys repeat on every record).
+_KEY_IS_SECRET: dict[str, bool] = {}
 
 
 def placeholder(kind: str, value: str) -> str:
@@ -142,7 +168,15 @@ class Masker:
                 while len(_TEXT_CACHE) > CACHE_ENTRIES:
                     _TEXT_CACHE.popitem(last=False)
             return out
-        return self._text(value)
+        if value in _CLEAN:
+            return value
+        before = self.count
+        out = self._text(value)
+        if self.count == before and out == value:
+            if len(_CLEAN) >= CLEAN_ENTRIES:
+                _CLEAN.clear()
+            _CLEAN.add(value)
+        return out
 
     def _text(self, value: str) -> str:
         # Plain substring tests first: far cheaper than any regex over a long observation.
@@ -171,7 +205,7 @@ class Masker:
 
     def value_under_key(self, key: Any, value: str) -> str:
         """A string stored under a secret-sounding key is masked whole."""
-        if (isinstance(key, str) and _SECRET_KEYS.fullmatch(key.strip()) and value.strip().lower() not in _NOT_SECRET_VALUES
+        if (isinstance(key, str) and _key_is_secret(key) and value.strip().lower() not in _NOT_SECRET_VALUES
                 and not value.startswith(PLACEHOLDER_PREFIX)):
             masked = self.text(value)
             if masked != value:
@@ -187,10 +221,15 @@ class Masker:
         candidate secret, else a copy (dicts, lists, tuples, strings).
 
         Each container near the top (a page's steps, each step) is first looked at as JSON
-        text; only those that may hold a secret are walked.
+        text; only those that may hold a secret are walked. Past PRECHECK_MAX_BYTES of JSON
+        the look is skipped: scanning that many bytes for every needle costs more than the
+        walk, whose long strings are remembered by content.
         """
         if isinstance(obj, (dict, list, tuple)):
-            if not _may_hold_secret(obj):
+            verdict = _may_hold_secret(obj)
+            if verdict is None:
+                return self._copy(obj, 0)
+            if not verdict:
                 return obj
             if _levels > 0:
                 if isinstance(obj, dict):
@@ -199,7 +238,29 @@ class Masker:
                             for k, v in obj.items()}
                 items = [self.data(v, _levels - 1) for v in obj]
                 return tuple(items) if isinstance(obj, tuple) else items
-        return self._walk(obj)
+        return self._copy(obj, 0)
+
+    def _copy(self, obj: Any, depth: int) -> Any:
+        """Like `_walk`, recursively for the first levels: most data is shallow, and a plain
+        recursive copy costs about half of the iterative walk per item."""
+        if depth >= RECURSE_LEVELS:
+            return self._walk(obj)
+        if isinstance(obj, dict):
+            out = {}
+            for key, value in obj.items():
+                key_out = self.text(key) if isinstance(key, str) else key
+                if isinstance(value, str):
+                    out[key_out] = self.value_under_key(key, value)
+                elif isinstance(value, (dict, list, tuple)):
+                    out[key_out] = self._copy(value, depth + 1)
+                else:
+                    out[key_out] = value
+            return out
+        if isinstance(obj, (list, tuple)):
+            items = [self.text(v) if isinstance(v, str) else
+                     self._copy(v, depth + 1) if isinstance(v, (dict, list, tuple)) else v for v in obj]
+            return tuple(items) if isinstance(obj, tuple) else items
+        return self.text(obj) if isinstance(obj, str) else obj
 
     def _walk(self, obj: Any) -> Any:
         """A copy of `obj` (dicts, lists, tuples, strings) with secrets masked in keys and values.
@@ -244,12 +305,26 @@ class Masker:
         return root[0]
 
 
-def _may_hold_secret(obj: Any) -> bool:
+def _key_is_secret(key: str) -> bool:
+    hit = _KEY_IS_SECRET.get(key)
+    if hit is None:
+        hit = _SECRET_KEYS.fullmatch(key.strip()) is not None
+        if len(_KEY_IS_SECRET) >= CLEAN_ENTRIES:
+            _KEY_IS_SECRET.clear()
+        _KEY_IS_SECRET[key] = hit
+    return hit
+
+
+def _may_hold_secret(obj: Any) -> Optional[bool]:
+    """False when `obj` surely holds no secret, True when it may, None when too big to tell cheaply."""
     try:
         blob = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
         return True  # too deep for orjson: walk it
-    return _PRECHECK.search(blob) is not None
+    if len(blob) > PRECHECK_MAX_BYTES:
+        return None
+    low = blob.lower()
+    return any(n in low for n in _PRECHECK_NEEDLES)
 
 
 def _items(obj: Any):
