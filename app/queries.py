@@ -169,19 +169,32 @@ def _filter_key(f: RunFilters) -> tuple:
     return (f.q, f.experiment, f.variant, f.state, f.stop_reason, f.verdict, f.early_stopped, f.model, f.tag, f.task_id)
 
 
-def _cached(session: Session, key: tuple, compute: Any) -> Any:
-    bind = session.get_bind()
-    full = (id(bind), str(bind.url), *key, _data_version(session))
+def _memo(key: tuple, compute: Any) -> Any:
     with _CACHE_LOCK:
-        if full in _CACHE:
-            _CACHE.move_to_end(full)
-            return copy.deepcopy(_CACHE[full])  # callers may change what they get
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return copy.deepcopy(_CACHE[key])  # callers may change what they get
     value = compute()
     with _CACHE_LOCK:
-        _CACHE[full] = value
+        _CACHE[key] = value
         while len(_CACHE) > _CACHE_MAX:
             _CACHE.popitem(last=False)
     return copy.deepcopy(value)
+
+
+def _cached(session: Session, key: tuple, compute: Any) -> Any:
+    bind = session.get_bind()
+    return _memo((id(bind), str(bind.url), *key, _data_version(session)), compute)
+
+
+def run_cached(session: Session, *, run_pk: int, updated_at: Any, name: str, compute: Any) -> Any:
+    """A per-run figure (verdict lane, events without a step) kept until the run changes.
+
+    Every write to a run moves its `updated_at`, so (run, updated_at) names one state of
+    it; a long run's page then does not redo whole-run queries on every view.
+    """
+    bind = session.get_bind()
+    return _memo((id(bind), str(bind.url), "run", run_pk, str(updated_at), name), compute)
 
 
 def list_runs(session: Session, *, filters: RunFilters) -> tuple[list[dict[str, Any]], int]:

@@ -29,6 +29,7 @@ class Settings(BaseSettings):
     batch_lines: int = Field(2000, description="Lines per ingest transaction")
     live_poll_s: float = Field(2.0, description="How often live pages poll for updates")
     page_steps: int = Field(25, description="Steps per lazily loaded block")
+    first_page_steps: int = Field(12, description="Steps in the first block of a run page")
     show_secrets: bool = Field(False, description="Never mask secrets (single-user local use)")
     watch: list[str] = Field(default_factory=list)
 

@@ -115,10 +115,13 @@ def load_run(session, run_id: str) -> dict[str, Any]:
             "tokens": gauge(row["tokens_total"], row["budget_max_tokens"]),
             "time": gauge(row["elapsed_s"], row["budget_max_runtime_s"]),
         },
-        "lane": queries.get_lane(session, run_pk=row["id"]),
+        "lane": queries.run_cached(session, run_pk=row["id"], updated_at=row["updated_at"], name="lane",
+                                   compute=lambda: queries.get_lane(session, run_pk=row["id"])),
         "run_events": queries.get_run_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN),
         "run_events_count": queries.count_run_events(session, run_pk=row["id"]),
-        "stepless_events": queries.get_stepless_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN),
+        "stepless_events": queries.run_cached(
+            session, run_pk=row["id"], updated_at=row["updated_at"], name="stepless",
+            compute=lambda: queries.get_stepless_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN)),
         "_pk": row["id"],
     }
 
@@ -132,12 +135,14 @@ def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id
     pk = data.pop("_pk")
     data["live"] = {"stamp": queries.run_live_stamp(session, run_id=run_id)["stamp"], "poll_s": settings.live_poll_s}
     offset = queries.steps_after(session, run_pk=pk, after=from_step - 1) if from_step else 0
-    steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=settings.page_steps)
-    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": settings.page_steps}
+    # The first block is short so the page opens fast; scrolling loads full blocks.
+    first = min(settings.first_page_steps, settings.page_steps)
+    steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=first)
+    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": first, "next_limit": settings.page_steps}
     if offset > 0:
         # The block before this one ends at the step just above the first shown ("k" and
         # "earlier steps" land there), whatever gaps the step numbers have.
-        context["earlier_from"] = queries.step_at(session, run_pk=pk, position=max(0, offset - settings.page_steps))
+        context["earlier_from"] = queries.step_at(session, run_pk=pk, position=max(0, offset - first))
         context["prev_step"] = queries.step_at(session, run_pk=pk, position=offset - 1)
     return respond(request, "run.html", data, fragment="_run_header.html", context=context)
 

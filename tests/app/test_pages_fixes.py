@@ -266,5 +266,5 @@ def test_step_links_open_the_run_from_that_step(tmp_path, ingest, client):
     html = client.get("/runs/long").text
     assert '<a class="step-link" href="/runs/long?from=3#step-3" data-step="3">Step 3</a>' in html
     html = client.get("/runs/long?from=40").text
-    # the block before starts 25 steps earlier and ends at step 39, where k and the link land
-    assert '<a class="earlier-link" href="/runs/long?from=15#step-39" data-step="39">' in html
+    # the block before starts one first block (12 steps) earlier and ends at step 39, where k and the link land
+    assert '<a class="earlier-link" href="/runs/long?from=28#step-39" data-step="39">' in html

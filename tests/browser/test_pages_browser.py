@@ -83,8 +83,8 @@ def test_run_view_badges_panel_lane_keys_and_expanders(live_server, page, ingest
 def test_steps_load_as_the_reader_scrolls(live_server, page, ingest, tmp_path):
     assert ingest(write_jsonl(tmp_path / "l.jsonl", run_records("long", steps=60))).ok
     page.goto(live_server.url + "/runs/long")
-    assert page.locator("article.step").count() == 25
-    for expected in (50, 60):
+    assert page.locator("article.step").count() == 12
+    for expected in (37, 60):
         page.locator(".more-steps").scroll_into_view_if_needed()
         until(page, f"document.querySelectorAll('article.step').length === {expected}")
     assert page.locator(".more-steps").count() == 0
