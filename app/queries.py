@@ -338,6 +338,8 @@ def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, ear
     ids = set(armed_ids or [])
     any_spec_armed = any(is_armed(early_stop_enabled, r["stop_when"]) for r in rows)
     declared = any(r["has_spec"] for r in rows)
+    any_armed = any(is_armed(early_stop_enabled, r["stop_when"]) or (not any_spec_armed and r["criterion_id"] in ids)
+                    for r in rows)
     out = []
     for r in rows:
         armed = is_armed(early_stop_enabled, r["stop_when"]) or (not any_spec_armed and r["criterion_id"] in ids)
@@ -351,7 +353,8 @@ def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, ear
             "gating": r["gating"],
             "pass_threshold": r["pass_threshold"],
             "armed": armed,
-            "advisory": early_stopped and not armed and gating,
+            # Advisory only when the verdict really is gated on armed criteria (app.derive).
+            "advisory": early_stopped and any_armed and not armed and gating,
             "informational": not gating,
             "graded": r["has_result"],
             "score": r["score"],

@@ -178,7 +178,8 @@ def task_records(task: dict[str, Any], *, experiment: str, variant: str, task_na
     records.append({"type": "run_end", "run_id": run_id, "ts": _str(task.get("ended_at")),
                     "status": ("error" if errored else "completed") if status else None,
                     "stop_reason": "early_stop" if early else ("unrecoverable_error" if errored else "final" if status else None),
-                    "verdict": "pass" if status in PASS else "fail" if status in FAIL else None,
+                    # An errored task did not pass, whatever its criteria scored.
+                    "verdict": "pass" if status in PASS else "fail" if status in FAIL or errored else None,
                     "steps": len(iterations),
                     "tokens": _tokens(task.get("token_usage", task.get("usage", task.get("tokens")))),
                     "cost_usd": _cost(task), "elapsed_s": _num(task.get("duration_seconds"))})

@@ -103,7 +103,7 @@ def qitos_sources(folder: str, label: str, key_prefix: Optional[str]) -> list[So
     run_id = manifest.get("run_id") if isinstance(manifest.get("run_id"), str) and manifest.get("run_id") else None
     run_id = (run_id or peek_run_id or os.path.basename(os.path.normpath(folder)) or "qitos-run")[:200]
     status = manifest.get("status")
-    state = {"seen_end": None}
+    state: dict[str, Any] = {"seen_end": None, "end_written": False, "manifest_read": False}
 
     def produce() -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
         errors: list[tuple[Optional[int], str]] = []
@@ -144,6 +144,8 @@ def qitos_sources(folder: str, label: str, key_prefix: Optional[str]) -> list[So
             records.append({"type": "criterion", "run_id": run_id, **res})
         if status in ("completed", "failed", "error") and summary:
             records.append(_run_end(run_id, manifest, summary, task_result, status))
+            state["end_written"] = True
+        state["manifest_read"] = True
         return records, errors
 
     def step_transform(value: dict[str, Any], line: int) -> list[dict[str, Any]]:
@@ -169,12 +171,15 @@ def qitos_sources(folder: str, label: str, key_prefix: Optional[str]) -> list[So
         return [rec]
 
     def finish() -> list[dict[str, Any]]:
-        # A manifest left at `running` but an END event written: the run did finish.
+        # The run ended but the manifest gave no summary to say how (or it still says
+        # `running` while an END event was written): end it from what there is.
         end = state["seen_end"]
-        if end is None or status in ("completed", "failed", "error"):
+        terminal = status in ("completed", "failed", "error")
+        if state["end_written"] or (end is None and not (terminal and state["manifest_read"])):
             return []
-        payload = end.get("payload") if isinstance(end.get("payload"), dict) else {}
-        return [{"type": "run_end", "run_id": run_id, "ts": end.get("ts"), "status": "completed",
+        payload = end.get("payload") if end is not None and isinstance(end.get("payload"), dict) else {}
+        return [{"type": "run_end", "run_id": run_id, "ts": end.get("ts") if end is not None else None,
+                 "status": status if terminal else "completed",
                  "stop_reason": payload.get("stop_reason") if isinstance(payload.get("stop_reason"), str) else None,
                  "final_result": payload.get("final_result") if isinstance(payload.get("final_result"), str) else None}]
 

@@ -138,3 +138,12 @@ def test_broken_task_json_is_reported_by_name(ingest, tmp_path):
     report = ingest(folder)
     assert [str(e).split(":")[0] for e in report.errors] == [f"{folder}/e2e/activate/00/task.json"]
     assert report.created == {"ce-run-1/smoke/activate/00"}
+
+
+def test_an_errored_task_fails_whatever_its_criteria_scored(ingest, engine, tmp_path):
+    doc = task_json("t", "e2e", final_status="error", criteria=[criterion("command_executed", "runs tests", 1.0)])
+    folder = write_results(tmp_path, "r3", [("e2e", "t", 0, doc)])
+    assert ingest(folder).ok
+    with Session(engine) as session:
+        row = queries.get_run_row(session, run_id="r3/e2e/t/00")
+    assert (row["verdict"], row["status"], row["stop_reason"]) == ("fail", "error", "unrecoverable_error")

@@ -425,3 +425,29 @@ def test_bad_timestamps_and_negative_elapsed_are_flagged(ingest, engine, tmp_pat
         (1, "run_start: ts 'garbage-ts' is not an RFC 3339 time; the run's times are shown without it"),
         (2, "run_end: ts '2026-13-45T00:00:00Z' is not an RFC 3339 time; the run's times are shown without it"),
         (2, "run_end: negative elapsed_s (-10); shown as written")]
+
+
+@pytest.mark.parametrize("status", ["completed", "failed", "error"])
+def test_qitos_manifest_that_ended_without_a_summary_is_finished(ingest, engine, qitos_runs, tmp_path, status):
+    dst = tmp_path / "nosummary"
+    shutil.copytree(qitos_runs / "qitos_coding_20260222_044138_940343", dst)
+    manifest = orjson.loads((dst / "manifest.json").read_bytes())
+    manifest["status"] = status
+    del manifest["summary"]
+    (dst / "manifest.json").write_bytes(orjson.dumps(manifest))
+    assert ingest(dst).ok
+    r = run_row(engine, manifest["run_id"])
+    # the END event says how it stopped; the manifest says how it ended
+    assert (r["state"], r["status"], r["stop_reason"], r["stop_reason_raw"]) == ("finished", status, "final", "final_result")
+    again = ingest(dst)
+    assert again.warnings == [] and again.records == 0
+
+
+def test_early_stop_record_without_armed_criteria_marks_nothing_advisory(client, ingest, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("ga", criteria=[{"id": "g1"}], early_stop={"enabled": True}), crit("ga", "g1", 0.95),
+        {"type": "early_stop", "run_id": "ga", "reason": "criterion_passed", "armed_criteria": []}, end("ga")])
+    assert ingest(path).ok
+    body = client.get("/api/runs/ga").json()
+    assert (body["run"]["verdict"], body["run"]["gated_on"]) == ("pass", "all")
+    assert [(c["id"], c["armed"], c["advisory"]) for c in body["criteria"]] == [("g1", False, False)]
