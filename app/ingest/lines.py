@@ -241,11 +241,6 @@ def _list_of(v: Any, ok: Callable[[Any], bool]) -> bool:
     return type(v) is list and all(ok(x) for x in v)
 
 
-def _critic_ok(o: Any) -> bool:
-    return (type(o) is dict and _opt_str(o.get("critic")) and type(o.get("action", "continue")) is str
-            and _opt_str(o.get("reason")) and _opt_num(o.get("score")))
-
-
 def _fast_step(v: dict[str, Any]) -> bool:
     step = v.get("step")
     if type(step) is not int or step < 0:
@@ -263,8 +258,20 @@ def _fast_step(v: dict[str, Any]) -> bool:
             return False
     if "actions" in v and not _list_of(v["actions"], _action_ok):
         return False
-    if "critic_outputs" in v and not _list_of(v["critic_outputs"], _critic_ok):
-        return False
+    if "critic_outputs" in v:
+        # Written out rather than a helper per output: a step has several, and this runs per step.
+        outs = v["critic_outputs"]
+        if type(outs) is not list:
+            return False
+        for o in outs:
+            if type(o) is not dict:
+                return False
+            c = o.get("critic")
+            r = o.get("reason")
+            sc = o.get("score")
+            if not ((c is None or type(c) is str) and type(o.get("action", "continue")) is str
+                    and (r is None or type(r) is str) and (sc is None or type(sc) is float or type(sc) is int)):
+                return False
     for key in ("action_results", "tool_invocations"):
         if key in v and type(v[key]) is not list:
             return False
@@ -340,13 +347,23 @@ def iter_items(
             body = raw.rstrip(b"\r\n") if complete else raw.rstrip(b"\r")
             if line_no == 1 and body.startswith(BOM):
                 body = body[len(BOM):]
-            if not body.strip():
+            # A record starts with "{": only other lines need the copy strip() makes.
+            if not body or (body[0] != 0x7B and not body.strip()):
                 if hasher is not None:
                     hasher.update(raw)
                 yield Item(line=line_no, end=offset)
                 continue
             value, err = parse_line(body)
-            if err is None and transform is not None:
+            if err is None and transform is None:
+                # One line, one record: the usual case, without the lists the general path
+                # below builds (it runs for every line). A rejected record falls through.
+                rec, err, warns = validate_record(value)
+                if err is None:
+                    if hasher is not None:
+                        hasher.update(raw)
+                    yield Item(line=line_no, end=offset, record=rec, raw=body, warnings=warns or None)
+                    continue
+            elif err is None and transform is not None:
                 try:
                     records = transform(value, line_no)
                 except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -355,7 +372,7 @@ def iter_items(
                 records = [value] if value is not None else []
             item_warnings: list[str] = []
             if err is None:
-                checked = []
+                checked: list[dict[str, Any]] = []
                 for rec in records:
                     rec, err, warns = validate_record(rec)
                     if err:

@@ -301,7 +301,7 @@ class Applier:
         """
         created: set[str] = set()
         warnings: list[tuple[str, int, str, str]] = []
-        self._ensure_runs(conn, (rec["run_id"] for rec, *_ in items), created)
+        self._ensure_runs(conn, {item[0]["run_id"] for item in items}, created)
         now = utcnow()
         touched: dict[int, str] = {}
         last_seen: dict[int, datetime] = {}
@@ -317,9 +317,11 @@ class Applier:
         # SQLite takes positional rows straight to the driver; PostgreSQL keeps the portable dicts.
         tuples = self.dialect == "sqlite"
 
+        run_pks = self._run_pks
         for rec, raw, label, line in items:
-            pk = self._run_pks[rec["run_id"]]
-            touched[pk] = rec["run_id"]
+            run_id = rec["run_id"]
+            pk = run_pks[run_id]
+            touched[pk] = run_id
             ts_text = rec.get("ts")
             if type(ts_text) is str and ts_text[-1:] == "Z" and ts_text[10:11] == "T":
                 # UTC stamps of one length order as text: keep the newest string per run
