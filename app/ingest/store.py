@@ -425,9 +425,16 @@ class Applier:
                 step = rec.get("step")
                 if tuples and not nul:
                     ok = rec.get("ok")
-                    events.append((pk, _int_fast(step), _text_fast(rec.get("phase") if rtype == "event" else f"[{rtype}]", 200),
-                                   ok if ok is True or ok is False else None, _text_fast(rec.get("ts"), 100),
-                                   hashlib.sha1(_canonical(rec)).hexdigest(), text))
+                    phase = rec.get("phase") if rtype == "event" else f"[{rtype}]"
+                    events.append((
+                        pk,
+                        step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step),
+                        phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200),
+                        ok if ok is True or ok is False else None,
+                        ts_text if type(ts_text) is str and len(ts_text) <= 100 else _text_fast(ts_text, 100),
+                        hashlib.sha1(_canonical(rec)).hexdigest(),
+                        text,
+                    ))
                     continue
                 events.append({
                     "run_pk": pk,
