@@ -306,9 +306,10 @@ class Applier:
         touched: dict[int, str] = {}
         last_seen: dict[int, datetime] = {}
 
-        steps: dict[tuple[int, int], dict[str, Any]] = {}
-        critic_rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        events: list[dict[str, Any]] = []
+        # Rows as dicts (the portable path) or, on SQLite, as tuples in STEP_COLS / CRITIC_COLS / EVENT_COLS order.
+        steps: dict[tuple[int, int], Any] = {}
+        critic_rows: dict[tuple[int, int], list[Any]] = {}
+        events: list[Any] = []
         criteria: dict[tuple[int, str], dict[str, Any]] = {}
         early: dict[int, dict[str, Any]] = {}
         starts: list[tuple[int, dict[str, Any], str, int]] = []
