@@ -133,15 +133,17 @@ def validate_record(value: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Op
     rest of the record is kept: one odd value never costs a whole step.
     """
     rtype = value.get("type")
-    if "type" not in value:
-        return None, "missing field 'type'", []
-    if not isinstance(rtype, str):
-        return None, f"field 'type': must be a string, got {_json_kind(rtype)}", []
+    if type(rtype) is not str:
+        if "type" not in value:
+            return None, "missing field 'type'", []
+        if not isinstance(rtype, str):
+            return None, f"field 'type': must be a string, got {_json_kind(rtype)}", []
     run_id = value.get("run_id")
-    if "run_id" not in value:
-        return None, "missing field 'run_id'", []
-    if not isinstance(run_id, str):
-        return None, f"field 'run_id': must be a string, got {_json_kind(run_id)}", []
+    if type(run_id) is not str:
+        if "run_id" not in value:
+            return None, "missing field 'run_id'", []
+        if not isinstance(run_id, str):
+            return None, f"field 'run_id': must be a string, got {_json_kind(run_id)}", []
     if not 1 <= len(run_id) <= 200:
         return None, f"field 'run_id': must be 1 to 200 characters, got {len(run_id)}", []
     if "\x00" in run_id:
@@ -241,11 +243,6 @@ def _list_of(v: Any, ok: Callable[[Any], bool]) -> bool:
     return type(v) is list and all(ok(x) for x in v)
 
 
-def _critic_ok(o: Any) -> bool:
-    return (type(o) is dict and _opt_str(o.get("critic")) and type(o.get("action", "continue")) is str
-            and _opt_str(o.get("reason")) and _opt_num(o.get("score")))
-
-
 def _fast_step(v: dict[str, Any]) -> bool:
     step = v.get("step")
     if type(step) is not int or step < 0:
@@ -263,8 +260,20 @@ def _fast_step(v: dict[str, Any]) -> bool:
             return False
     if "actions" in v and not _list_of(v["actions"], _action_ok):
         return False
-    if "critic_outputs" in v and not _list_of(v["critic_outputs"], _critic_ok):
-        return False
+    if "critic_outputs" in v:
+        # Written out rather than a helper per output: a step has several, and this runs per step.
+        outs = v["critic_outputs"]
+        if type(outs) is not list:
+            return False
+        for o in outs:
+            if type(o) is not dict:
+                return False
+            c = o.get("critic")
+            r = o.get("reason")
+            sc = o.get("score")
+            if not ((c is None or type(c) is str) and type(o.get("action", "continue")) is str
+                    and (r is None or type(r) is str) and (sc is None or type(sc) is float or type(sc) is int)):
+                return False
     for key in ("action_results", "tool_invocations"):
         if key in v and type(v[key]) is not list:
             return False
@@ -280,8 +289,12 @@ def _fast_step(v: dict[str, Any]) -> bool:
 
 
 def _fast_event(v: dict[str, Any]) -> bool:
-    return (type(v.get("phase")) is str and _opt_int(v.get("step")) and (v.get("ok") is None or type(v.get("ok")) is bool)
-            and _opt_str(v.get("ts")))
+    # The helpers above written out: this runs for most lines of a trace.
+    step = v.get("step")
+    ok = v.get("ok")
+    ts = v.get("ts")
+    return (type(v.get("phase")) is str and (step is None or type(step) is int) and (ok is None or type(ok) is bool)
+            and (ts is None or type(ts) is str))
 
 
 _FAST_CHECKS: dict[str, Callable[[dict[str, Any]], bool]] = {"step": _fast_step, "event": _fast_event}
@@ -340,13 +353,23 @@ def iter_items(
             body = raw.rstrip(b"\r\n") if complete else raw.rstrip(b"\r")
             if line_no == 1 and body.startswith(BOM):
                 body = body[len(BOM):]
-            if not body.strip():
+            # A record starts with "{": only other lines need the copy strip() makes.
+            if not body or (body[0] != 0x7B and not body.strip()):
                 if hasher is not None:
                     hasher.update(raw)
                 yield Item(line=line_no, end=offset)
                 continue
             value, err = parse_line(body)
-            if err is None and transform is not None:
+            if err is None and transform is None:
+                # One line, one record: the usual case, without the lists the general path
+                # below builds (it runs for every line). A rejected record falls through.
+                rec, err, warns = validate_record(value)
+                if err is None:
+                    if hasher is not None:
+                        hasher.update(raw)
+                    yield Item(line=line_no, end=offset, record=rec, raw=body, warnings=warns or None)
+                    continue
+            elif err is None and transform is not None:
                 try:
                     records = transform(value, line_no)
                 except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -355,7 +378,7 @@ def iter_items(
                 records = [value] if value is not None else []
             item_warnings: list[str] = []
             if err is None:
-                checked = []
+                checked: list[dict[str, Any]] = []
                 for rec in records:
                     rec, err, warns = validate_record(rec)
                     if err:

@@ -119,6 +119,71 @@ def _canonical(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
+# Row builders for the SQLite fast path: positional tuples straight from the parsed record.
+# Each value goes through a shortcut for the exact types the fast checks let through and
+# falls back to the general function (`_num`, `_int`, `clean_text`) for anything else, so
+# the stored values are the same. Only lines without a `\u0000` escape come here: without
+# one no parsed string can hold a NUL, so no value needs scrubbing.
+STEP_COLS = ("run_pk", "step", "ts", "duration_s", "tokens_input", "tokens_output", "tokens_total", "cost_usd",
+             "retry", "critic_action", "critic_score", "record")
+CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", "reason", "score", "details")
+EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record")
+_INT_MAX = 2**62
+
+
+def _num_fast(v: Any) -> Optional[float]:
+    t = type(v)
+    if t is float:
+        return v
+    if t is int:
+        return float(v)
+    return None if v is None else _num(v)
+
+
+def _int_fast(v: Any) -> Optional[int]:
+    if type(v) is int:
+        return v if -_INT_MAX <= v <= _INT_MAX else None
+    return None if v is None else _int(v)
+
+
+def _text_fast(v: Any, limit: Optional[int] = None) -> Optional[str]:
+    if type(v) is str:
+        return v if limit is None or len(v) <= limit else v[:limit]
+    return clean_text(v, limit)
+
+
+def _json_text(v: Any) -> str:
+    return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _step_rows(pk: int, step: int, rec: dict[str, Any], raw: bytes) -> tuple[tuple, list[tuple]]:
+    """The step row and its critic-output rows of a line without NUL escapes (see above)."""
+    tokens = rec.get("tokens") or {}
+    outs = rec.get("critic_outputs") or []
+    critics = []
+    rank = -1
+    action_max = None
+    total: float = 0
+    n = 0
+    for i, o in enumerate(outs):
+        action = o.get("action")
+        eff = action if action in ("stop", "retry") else "continue"
+        r = _ACTION_RANK[eff]
+        if r > rank:
+            rank, action_max = r, eff
+        score = _num_fast(o.get("score"))
+        if score is not None:
+            total += score
+            n += 1
+        critics.append((pk, step, i, _text_fast(o.get("critic")), _text_fast(action), eff, _text_fast(o.get("reason")),
+                        score, _json_text(o.get("details"))))
+    row = (pk, step, _text_fast(rec.get("ts"), 100), _num_fast(rec.get("duration_s")),
+           _int_fast(tokens.get("input")), _int_fast(tokens.get("output")), _int_fast(tokens.get("total")),
+           _num_fast(rec.get("cost_usd")), bool(rec.get("retry")), action_max, (total / n) if n else None,
+           _raw_text(raw, rec))
+    return row, critics
+
+
 def effective_action(action: Any) -> str:
     """A critic action as the engine treats it: stop, retry, or else continue."""
     return action if action in ("stop", "retry") else "continue"
@@ -168,6 +233,19 @@ class Applier:
                                                 set_={c: getattr(ins.excluded, c) for c in cols if c not in keys})
             conn.execute(ins, rows)
             return
+        json_cols = {i for i, c in enumerate(cols) if isinstance(table.c[c].type, JSON)}
+        if json_cols:
+            params = [tuple(orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode() if i in json_cols else v
+                            for i, v in enumerate(r.values())) for r in rows]
+        else:
+            params = [tuple(r.values()) for r in rows]
+        self._bulk_tuples(conn, table, cols, params, keys=keys, on_conflict=on_conflict)
+
+    def _bulk_tuples(self, conn: Connection, table, cols: list[str] | tuple[str, ...], params: list[tuple], *,
+                     keys: Optional[list[str]] = None, on_conflict: Optional[str] = None) -> None:
+        """SQLite only: one driver-level executemany of positional rows (JSON already encoded)."""
+        if not params:
+            return
         sql = self._sql_cache.get((table.name, tuple(cols), on_conflict))
         if sql is None:
             sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -177,12 +255,6 @@ class Applier:
                 sets = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys)
                 sql += f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
             self._sql_cache[(table.name, tuple(cols), on_conflict)] = sql
-        json_cols = {i for i, c in enumerate(cols) if isinstance(table.c[c].type, JSON)}
-        if json_cols:
-            params = [tuple(orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode() if i in json_cols else v
-                            for i, v in enumerate(r.values())) for r in rows]
-        else:
-            params = [tuple(r.values()) for r in rows]
         conn.exec_driver_sql(sql, params)
 
     def forget(self, run_id: Optional[str] = None) -> None:
@@ -229,23 +301,28 @@ class Applier:
         """
         created: set[str] = set()
         warnings: list[tuple[str, int, str, str]] = []
-        self._ensure_runs(conn, (rec["run_id"] for rec, *_ in items), created)
+        self._ensure_runs(conn, {item[0]["run_id"] for item in items}, created)
         now = utcnow()
         touched: dict[int, str] = {}
         last_seen: dict[int, datetime] = {}
 
-        steps: dict[tuple[int, int], dict[str, Any]] = {}
-        critic_rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        events: list[dict[str, Any]] = []
+        # Rows as dicts (the portable path) or, on SQLite, as tuples in STEP_COLS / CRITIC_COLS / EVENT_COLS order.
+        steps: dict[tuple[int, int], Any] = {}
+        critic_rows: dict[tuple[int, int], list[Any]] = {}
+        events: list[Any] = []
         criteria: dict[tuple[int, str], dict[str, Any]] = {}
         early: dict[int, dict[str, Any]] = {}
         starts: list[tuple[int, dict[str, Any], str, int]] = []
         ends: list[tuple[int, dict[str, Any], str, int]] = []
         utc_text: dict[tuple[int, int], str] = {}
+        # SQLite takes positional rows straight to the driver; PostgreSQL keeps the portable dicts.
+        tuples = self.dialect == "sqlite"
 
+        run_pks = self._run_pks
         for rec, raw, label, line in items:
-            pk = self._run_pks[rec["run_id"]]
-            touched[pk] = rec["run_id"]
+            run_id = rec["run_id"]
+            pk = run_pks[run_id]
+            touched[pk] = run_id
             ts_text = rec.get("ts")
             if type(ts_text) is str and ts_text[-1:] == "Z" and ts_text[10:11] == "T":
                 # UTC stamps of one length order as text: keep the newest string per run
@@ -267,6 +344,9 @@ class Applier:
             nul = raw is None or b"\\u0000" in raw
             if rtype == "step":
                 step = rec["step"]
+                if tuples and not nul:
+                    steps[(pk, step)], critic_rows[(pk, step)] = _step_rows(pk, step, rec, raw)
+                    continue
                 tokens = rec.get("tokens") or {}
                 outs = rec.get("critic_outputs") or []
                 actions = [effective_action(o.get("action")) for o in outs]
@@ -300,6 +380,10 @@ class Applier:
                     }
                     for i, o in enumerate(outs)
                 ]
+                if tuples:
+                    steps[(pk, step)] = tuple(steps[(pk, step)].values())
+                    critic_rows[(pk, step)] = [(*tuple(r.values())[:-1], _json_text(r["details"]))
+                                               for r in critic_rows[(pk, step)]]
             elif rtype == "criterion":
                 cid = rec["id"]
                 score = _num(rec.get("score"))
@@ -340,6 +424,19 @@ class Applier:
                 # `event` and every unknown type: kept as written, keyed by content.
                 text = _raw_text(raw, rec)
                 step = rec.get("step")
+                if tuples and not nul:
+                    ok = rec.get("ok")
+                    phase = rec.get("phase") if rtype == "event" else f"[{rtype}]"
+                    events.append((
+                        pk,
+                        step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step),
+                        phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200),
+                        ok if ok is True or ok is False else None,
+                        ts_text if type(ts_text) is str and len(ts_text) <= 100 else _text_fast(ts_text, 100),
+                        hashlib.sha1(_canonical(rec)).hexdigest(),
+                        text,
+                    ))
+                    continue
                 events.append({
                     "run_pk": pk,
                     "step": _int(step),
@@ -349,6 +446,8 @@ class Applier:
                     "digest": hashlib.sha1(_canonical(rec)).hexdigest(),
                     "record": text,
                 })
+                if tuples:
+                    events[-1] = tuple(events[-1].values())
 
         for (pk, _len), text in utc_text.items():
             ts = parse_ts(text)
@@ -386,10 +485,18 @@ class Applier:
                     idxs = [k[1] for k in keys if k[0] == pk]
                     for i in range(0, len(idxs), 500):
                         conn.execute(delete(CRITICS).where(CRITICS.c.run_pk == pk, CRITICS.c.step.in_(idxs[i:i + 500])))
-            self._bulk(conn, STEPS, list(steps.values()), keys=["run_pk", "step"], on_conflict="update")
-            self._bulk(conn, CRITICS, [r for outs in critic_rows.values() for r in outs])
+            if tuples:
+                self._bulk_tuples(conn, STEPS, STEP_COLS, list(steps.values()), keys=["run_pk", "step"],
+                                  on_conflict="update")
+                self._bulk_tuples(conn, CRITICS, CRITIC_COLS, [r for outs in critic_rows.values() for r in outs])
+            else:
+                self._bulk(conn, STEPS, list(steps.values()), keys=["run_pk", "step"], on_conflict="update")
+                self._bulk(conn, CRITICS, [r for outs in critic_rows.values() for r in outs])
         if events:
-            self._bulk(conn, EVENTS, events, keys=["run_pk", "digest"], on_conflict="nothing")
+            if tuples:
+                self._bulk_tuples(conn, EVENTS, EVENT_COLS, events, keys=["run_pk", "digest"], on_conflict="nothing")
+            else:
+                self._bulk(conn, EVENTS, events, keys=["run_pk", "digest"], on_conflict="nothing")
         for row in criteria.values():
             self._upsert_result(conn, row)
         for row in early.values():
