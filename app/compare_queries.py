@@ -12,11 +12,8 @@ from sqlalchemy import and_, exists, func, select
 from sqlmodel import Session
 
 from .compare import Group
-from .models import EarlyStopRow, Run, RunTag
+from .models import RUNS, EARLY, RUN_TAGS as TAGS
 
-RUNS = Run.__table__
-EARLY = EarlyStopRow.__table__
-TAGS = RunTag.__table__
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
            RUNS.c.verdict, RUNS.c.state, RUNS.c.stop_reason, RUNS.c.early_stopped, RUNS.c.steps,

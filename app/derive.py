@@ -17,12 +17,8 @@ from typing import Any, Optional
 from sqlalchemy import and_, func, select, update
 from sqlalchemy.engine import Connection
 
-from .models import CriterionRow, EarlyStopRow, Run, Step
+from .models import RUNS, STEPS, CRITERIA, EARLY
 
-RUNS = Run.__table__
-STEPS = Step.__table__
-CRITERIA = CriterionRow.__table__
-EARLY = EarlyStopRow.__table__
 
 
 def criterion_passed(score: Optional[float], passed: Optional[bool], threshold: float, *, by_score: bool = False) -> Optional[bool]:

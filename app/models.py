@@ -248,3 +248,15 @@ def include_name(name: Optional[str], type_: str, parent_names: dict[str, Any]) 
     if type_ == "table" and name is not None:
         return not (name == RUN_SEARCH_TABLE or name.startswith(RUN_SEARCH_TABLE + "_"))
     return True
+
+
+# The tables as SQLAlchemy Core objects, for the queries and the ingest writer, which work
+# on rows rather than model instances (one place to name them).
+RUNS = Run.__table__
+RUN_TAGS = RunTag.__table__
+STEPS = Step.__table__
+CRITICS = CriticOutputRow.__table__
+EVENTS = EventRow.__table__
+CRITERIA = CriterionRow.__table__
+EARLY = EarlyStopRow.__table__
+SOURCES = IngestSource.__table__

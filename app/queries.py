@@ -13,15 +13,9 @@ import orjson
 from sqlalchemy import and_, case, column, exists, func, literal_column, or_, select, table
 from sqlmodel import Session
 
-from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE, CriterionRow, CriticOutputRow, EarlyStopRow, EventRow, Run, RunTag, Step
+from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
+from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
-RUNS = Run.__table__
-STEPS = Step.__table__
-CRITICS = CriticOutputRow.__table__
-EVENTS = EventRow.__table__
-CRITERIA = CriterionRow.__table__
-EARLY = EarlyStopRow.__table__
-TAGS = RunTag.__table__
 
 SORTS = {
     "started": RUNS.c.started_at,

@@ -26,7 +26,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from .. import derive
 from ..db import describe_db_error
 from ..errors import QitaError
-from ..models import IngestSource, Run
+from ..models import SOURCES, RUNS
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
 from . import coder_eval  # noqa: F401  (registers the coder_eval results reader)
@@ -34,8 +34,6 @@ from .lines import GZIP_ERRORS, iter_items, open_stream, validate_record
 from .sources import Discovery, Source, discover
 from .store import Applier
 
-SOURCES = IngestSource.__table__
-RUNS = Run.__table__
 
 ProgressFn = Callable[[int], None]
 

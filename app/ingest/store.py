@@ -18,15 +18,8 @@ from sqlalchemy import JSON, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from .. import derive
-from ..models import CriterionRow, CriticOutputRow, EarlyStopRow, EventRow, Run, RunTag, Step
+from ..models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
-RUNS = Run.__table__
-STEPS = Step.__table__
-CRITICS = CriticOutputRow.__table__
-EVENTS = EventRow.__table__
-CRITERIA = CriterionRow.__table__
-EARLY = EarlyStopRow.__table__
-TAGS = RunTag.__table__
 
 #: Old stop-reason spellings and what they mean today (the original stays visible).
 LEGACY_STOP_REASONS = {"final_result": "final"}
