@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from urllib.parse import quote
 
 import orjson
+from markupsafe import Markup
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -54,8 +55,9 @@ def reveal_for(request: Any) -> bool:
     return state.shown
 
 
-def _stylesheet() -> str:
-    return (STATIC / "app.css").read_text(encoding="utf-8")
+def _stylesheet() -> Markup:
+    # The board's own stylesheet (never trace data), inlined so the file needs no server.
+    return Markup((STATIC / "app.css").read_text(encoding="utf-8").replace("</", "<\\/"))
 
 
 def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings: Settings,

@@ -113,7 +113,8 @@
   function init() {
     document.body.addEventListener("qita-runs-changed", function () {
       if (window.htmx && document.getElementById("results")) {
-        window.htmx.ajax("GET", window.location.pathname + window.location.search, { target: "#results", swap: "innerHTML" });
+        // htmx swaps in the server-rendered (escaped) table; its default swap replaces the content.
+        window.htmx.ajax("GET", window.location.pathname + window.location.search, { target: "#results" });
       }
     });
   }
