@@ -51,7 +51,8 @@ def derive_verdict(
     pass_threshold, has_result, score, passed."""
     if early_stopped:
         armed = [c for c in criteria if is_armed(early_stop_enabled, c["stop_when"])]
-        if not armed and armed_ids:
+        # Armed needs the run's switch on (the contract): without it the record's list arms nothing.
+        if not armed and armed_ids and early_stop_enabled:
             ids = set(armed_ids)
             armed = [c for c in criteria if c["criterion_id"] in ids]
         if armed:
@@ -135,8 +136,10 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     if cost_usd is None:
         cost_usd = cost
     elapsed = _end_num(end, "elapsed_s")
-    if elapsed is None and run["started_at"] is not None and run["ended_at"] is not None:
-        elapsed = max(0.0, (run["ended_at"] - run["started_at"]).total_seconds())
+    if elapsed is None and run["started_at"] is not None and run["ended_at"] is not None \
+            and run["ended_at"] >= run["started_at"]:
+        # An end before the start says the clocks are wrong: no duration rather than 0.
+        elapsed = (run["ended_at"] - run["started_at"]).total_seconds()
     if elapsed is None:
         elapsed = dur
 

@@ -78,6 +78,8 @@ def fmt_duration(seconds: Any) -> str:
         s = float(seconds)
     except (TypeError, ValueError):
         return str(seconds)
+    if s < 0:
+        return "-" + fmt_duration(-s)  # shown as written (the ingest flagged it)
     if s < 1:
         return f"{s * 1000:.0f} ms"
     if s < 10:

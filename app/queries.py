@@ -332,11 +332,12 @@ def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, ear
     ids = set(armed_ids or [])
     any_spec_armed = any(is_armed(early_stop_enabled, r["stop_when"]) for r in rows)
     declared = any(r["has_spec"] for r in rows)
-    any_armed = any(is_armed(early_stop_enabled, r["stop_when"]) or (not any_spec_armed and r["criterion_id"] in ids)
-                    for r in rows)
+    any_armed = any(is_armed(early_stop_enabled, r["stop_when"])
+                    or (early_stop_enabled and not any_spec_armed and r["criterion_id"] in ids) for r in rows)
     out = []
     for r in rows:
-        armed = is_armed(early_stop_enabled, r["stop_when"]) or (not any_spec_armed and r["criterion_id"] in ids)
+        armed = is_armed(early_stop_enabled, r["stop_when"]) or (
+            early_stop_enabled and not any_spec_armed and r["criterion_id"] in ids)
         # A result for an id the run never declared is shown but does not gate (app.derive).
         gating = bool(r["gating"]) and (r["has_spec"] or not declared)
         out.append({
@@ -682,7 +683,7 @@ def export_records(session: Session, *, run_pk: int, batch: int = 500):
     for rec in session.execute(select(EVENTS.c.record).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_(None))
                                .order_by(EVENTS.c.ts, EVENTS.c.id)).scalars():
         yield _loads(rec)
-    for rec in session.execute(select(CRITERIA.c.result).where(CRITERIA.c.run_pk == run_pk, CRITERIA.c.has_result.is_(True))
+    for rec in session.execute(select(CRITERIA.c.result).where(CRITERIA.c.run_pk == run_pk, CRITERIA.c.result.is_not(None))
                                .order_by(CRITERIA.c.position, CRITERIA.c.id)).scalars():
         if rec:
             yield rec

@@ -150,7 +150,8 @@ def task_records(task: dict[str, Any], *, experiment: str, variant: str, task_na
                       "stop_when": "decided" if cid in armed else None})
         score = _num(res.get("score"))
         results.append({"type": "criterion", "run_id": run_id, "id": cid,
-                        "score": score if score is not None and 0 <= score <= 1 else None,
+                        # Kept as written: the store flags a score outside [0, 1] with a warning.
+                        "score": score,
                         "details": res.get("details")})
     start = {"type": "run_start", "run_id": run_id, "schema": "qita.trace/1",
              "ts": _str(task.get("started_at")) or _str(run_meta.get("started_at")),

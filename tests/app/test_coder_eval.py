@@ -147,3 +147,14 @@ def test_an_errored_task_fails_whatever_its_criteria_scored(ingest, engine, tmp_
     with Session(engine) as session:
         row = queries.get_run_row(session, run_id="r3/e2e/t/00")
     assert (row["verdict"], row["status"], row["stop_reason"]) == ("fail", "error", "unrecoverable_error")
+
+
+def test_an_out_of_range_score_is_kept_and_flagged(ingest, engine, tmp_path):
+    doc = task_json("t", "e2e", final_status="completed", criteria=[criterion("judge", "rates the fix", 7.5, threshold=0.9)])
+    folder = write_results(tmp_path, "r4", [("e2e", "t", 0, doc)])
+    report = ingest(folder)
+    assert report.ok
+    assert [w.message for w in report.warnings] == ["criterion 'judge: rates the fix': score 7.5 is outside [0, 1]; kept as written"]
+    with Session(engine) as session:
+        row = queries.get_run_row(session, run_id="r4/e2e/t/00")
+    assert row["verdict"] == "pass"

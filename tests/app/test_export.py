@@ -61,3 +61,16 @@ def test_export_html_is_standalone_and_complete(tmp_path, ingest, client):
 def test_export_of_unknown_run_is_404(client):
     assert client.get("/runs/nope/export.html").status_code == 404
     assert client.get("/runs/nope/export.jsonl").status_code == 404
+
+
+def test_export_keeps_criterion_records_without_a_score(tmp_path, ingest, client):
+    from tests.conftest import write_jsonl
+
+    write_jsonl(tmp_path / "c.jsonl", [
+        {"type": "run_start", "run_id": "cg", "criteria": [{"id": "c"}]},
+        {"type": "criterion", "run_id": "cg", "id": "c", "live_verdict": "undecided"},
+        {"type": "criterion", "run_id": "cg", "id": "ghost"},
+        {"type": "run_end", "run_id": "cg", "status": "completed", "stop_reason": "final"}])
+    assert ingest(tmp_path / "c.jsonl").ok
+    lines = [orjson.loads(x) for x in client.get("/runs/cg/export.jsonl").content.splitlines()]
+    assert sorted(r["id"] for r in lines if r["type"] == "criterion") == ["c", "ghost"]

@@ -451,3 +451,16 @@ def test_early_stop_record_without_armed_criteria_marks_nothing_advisory(client,
     body = client.get("/api/runs/ga").json()
     assert (body["run"]["verdict"], body["run"]["gated_on"]) == ("pass", "all")
     assert [(c["id"], c["armed"], c["advisory"]) for c in body["criteria"]] == [("g1", False, False)]
+
+
+def test_an_end_before_the_start_gives_no_duration_and_a_disabled_switch_arms_nothing(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("clock", ts="2026-03-01T10:00:00Z"), end("clock", ts="2026-03-01T09:00:00Z"),
+        start("off", criteria=[{"id": "a", "stop_when": "pass"}, {"id": "b"}], early_stop={"enabled": False}),
+        crit("off", "a", 1.0), crit("off", "b", 0.0),
+        {"type": "early_stop", "run_id": "off", "reason": "criterion_passed", "armed_criteria": ["a"]}, end("off")])
+    assert ingest(path).ok
+    assert run_row(engine, "clock")["elapsed_s"] is None
+    # early_stop.enabled is false: nothing is armed, so the run is gated on every gating criterion
+    r = run_row(engine, "off")
+    assert (r["verdict"], r["gated_on"]) == ("fail", "all")
