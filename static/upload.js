@@ -51,11 +51,17 @@
     var xhr = ev.detail && ev.detail.xhr;
     var message = "";
     if (xhr && xhr.responseText) {
-      var doc = new DOMParser().parseFromString(xhr.responseText, "text/html");
-      var el = doc.querySelector(".error-message");
-      message = (el || doc.body).textContent.trim();
+      // The board answers errors as JSON ({"error": ...}) or as an HTML page; read the text only.
+      try {
+        message = String(JSON.parse(xhr.responseText).error || "");
+      } catch (e) {
+        var doc = new DOMParser().parseFromString(xhr.responseText, "text/html");
+        var el = doc.querySelector(".error-message");
+        message = (el || doc.body).textContent.trim();
+      }
     }
-    status.textContent = "Upload refused" + (xhr ? " (HTTP " + xhr.status + ")" : "") + (message ? ": " + message : "");
+    status.textContent = "Upload refused" + (xhr ? " (HTTP " + xhr.status + ")" : "") + (message ? ": " + message : "") +
+      (xhr && xhr.status === 401 ? " Sign in at /login with the board's token, then upload again." : "");
     status.classList.add("error-text");
   });
   form.addEventListener("htmx:sendError", function () {

@@ -226,3 +226,14 @@ def test_board_starts_on_another_address_with_a_token_or_insecure(tmp_path, flag
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_login_page_offers_sign_out_only_when_signed_in(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    with TestClient(create_app(Settings(db=str(tmp_path / "t.db"), token="tok-123")), base_url="http://127.0.0.1") as c:
+        assert "Sign out" not in c.get("/login").text
+        assert "Sign out" in c.get("/login", headers={"Authorization": "Bearer tok-123"}).text

@@ -36,6 +36,9 @@ def test_sign_in_through_the_form_then_upload_with_the_file_picker(token_server,
     page.set_input_files("#files", files=[{"name": "before.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
     page.get_by_role("button", name="Upload").click()
     page.get_by_text("needs its token").first.wait_for()  # not signed in yet: refused, and said so
+    refused = page.locator("#upload-status").inner_text()
+    assert refused.startswith("Upload refused (HTTP 401): this board needs its token") and "{" not in refused  # not raw JSON
+    assert refused.endswith("Sign in at /login with the board's token, then upload again.")
 
     page.goto(base + "/login?next=/upload")
     page.fill("#token", TOKEN)
