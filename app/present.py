@@ -71,6 +71,17 @@ def fmt_num(value: Any, digits: int = 2) -> str:
     return f"{v:,.{digits}f}"
 
 
+def fmt_score(value: Any) -> str:
+    """A score or threshold with two decimals, so 1.00 and 0.85 line up in a column."""
+    if value is None:
+        return "—"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return f"{v:.2f}" if math.isfinite(v) else str(v)
+
+
 def fmt_duration(seconds: Any) -> str:
     if seconds is None:
         return "—"

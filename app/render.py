@@ -40,6 +40,7 @@ def make_templates() -> Jinja2Templates:
     env.filters.update(
         int=present.fmt_int,
         bytes=present.fmt_bytes,
+        score=present.fmt_score,
         num=present.fmt_num,
         duration=present.fmt_duration,
         pct=present.fmt_pct,
