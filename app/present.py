@@ -57,13 +57,23 @@ def fmt_int(value: Any) -> str:
         return str(value)
 
 
-def fmt_num(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "—"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
+def _numeric(fmt):
+    """Wrap a formatter of floats: None shows as a dash, a non-number as written."""
+    def wrapper(value: Any, *args: Any) -> str:
+        if value is None:
+            return "—"
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            return str(value)
+        return fmt(v, *args)
+
+    wrapper.__name__, wrapper.__doc__ = fmt.__name__, fmt.__doc__
+    return wrapper
+
+
+@_numeric
+def fmt_num(v: float, digits: int = 2) -> str:
     if math.isnan(v) or math.isinf(v):
         return str(v)
     if v == int(v) and abs(v) < 1e15:
@@ -71,24 +81,14 @@ def fmt_num(value: Any, digits: int = 2) -> str:
     return f"{v:,.{digits}f}"
 
 
-def fmt_score(value: Any) -> str:
+@_numeric
+def fmt_score(v: float) -> str:
     """A score or threshold with two decimals, so 1.00 and 0.85 line up in a column."""
-    if value is None:
-        return "—"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
     return f"{v:.2f}" if math.isfinite(v) else str(v)
 
 
-def fmt_duration(seconds: Any) -> str:
-    if seconds is None:
-        return "—"
-    try:
-        s = float(seconds)
-    except (TypeError, ValueError):
-        return str(seconds)
+@_numeric
+def fmt_duration(s: float) -> str:
     if s < 0:
         return "-" + fmt_duration(-s)  # shown as written (the ingest flagged it)
     if s < 1:
