@@ -8,12 +8,16 @@ touches the database, so the figures can be checked by hand on a handful of dict
   duplicates.
 - Every total counts paired runs only. Runs without a partner are listed per side and
   never counted as passing.
+- Verdicts compare by outcome: `pass` against a miss, where a miss is `fail` or `error`
+  (a run that never produced a gradeable attempt counts as a miss, as coder_eval's pass
+  rate counts it). Errors are counted apart too (`errors`).
 - A pair where either side is `not_graded`, or has no verdict yet (running or
   abandoned), is left out of verdict agreement, the confusion matrix and the
   early-stop agreement counts, and is counted in `not_graded`.
-- A measure (steps, tokens, elapsed, cost) totals the pairs where both sides recorded
-  it; pairs where either side lacks it are left out of that measure only, and counted
-  in its `missing`.
+- A measure (steps, tool calls, tokens, cost, agent time, end-to-end time) totals the
+  pairs where both sides recorded it; pairs where either side lacks it are left out of
+  that measure only, and counted in its `missing`. Time saved is the agent's own time
+  (`agent_s`: without setup and grading); end to end (`elapsed_s`) is beside it.
 - saved_pct = 100 * (b - a) / b: positive when the first group (a) used less. It is
   null when b's total is 0 or no pair has the measure.
 """
@@ -23,9 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-MEASURES = (("steps", "steps", "steps"), ("tokens", "tokens_total", "tokens"),
-            ("elapsed_s", "elapsed_s", "time"), ("cost_usd", "cost_usd", "cost"))
-GRADED = ("pass", "fail")
+#: (name in the summary, run column, label): the order of the savings bars.
+MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool calls"),
+            ("tokens", "tokens_total", "tokens"), ("cost_usd", "cost_usd", "cost"),
+            ("agent_s", "agent_elapsed_s", "agent time"), ("elapsed_s", "elapsed_s", "end to end"))
+GRADED = ("pass", "fail", "error")
 SORTS = ("task", "savings", "disagreement")
 
 
@@ -81,8 +87,13 @@ def index_runs(rows: Iterable[dict[str, Any]]) -> tuple[dict[tuple[str, int], di
 
 
 def graded(verdict: Optional[str]) -> bool:
-    """Only pass and fail are verdicts; not_graded and no verdict yet are not."""
+    """pass, fail and error are verdicts; not_graded and no verdict yet are not."""
     return verdict in GRADED
+
+
+def outcome(verdict: Optional[str]) -> Optional[str]:
+    """pass, or miss for fail and error (None when not graded)."""
+    return None if verdict not in GRADED else "pass" if verdict == "pass" else "miss"
 
 
 def saved_pct(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -100,10 +111,14 @@ def _side(row: dict[str, Any]) -> dict[str, Any]:
         "early_stopped": bool(row.get("early_stopped")),
         "early_stop_reason": row.get("early_stop_reason"),
         "steps": row.get("steps"),
+        "tool_calls": row.get("tool_calls"),
         "tokens": row.get("tokens_total"),
         "elapsed_s": row.get("elapsed_s"),
+        "agent_s": row.get("agent_elapsed_s"),
         "cost_usd": row.get("cost_usd"),
         "state": row.get("state"),
+        "status": row.get("status"),
+        "source_status": row.get("source_status"),
     }
 
 
@@ -114,7 +129,7 @@ def make_pair(key: tuple[str, int], a: dict[str, Any], b: dict[str, Any]) -> dic
     return {
         "task_id": key[0],
         "replicate": key[1],
-        "agree": (sa["verdict"] == sb["verdict"]) if both else None,
+        "agree": (outcome(sa["verdict"]) == outcome(sb["verdict"])) if both else None,
         "graded": both,
         "a": sa,
         "b": sb,
@@ -143,10 +158,13 @@ def summarize(pairs: list[dict[str, Any]], only_a: list[dict[str, Any]], only_b:
     """Every summary figure of a comparison (see the module docstring and docs/compare.md)."""
     graded_pairs = [p for p in pairs if p["graded"]]
     confusion = {"pass_pass": 0, "pass_fail": 0, "fail_pass": 0, "fail_fail": 0}
+    names = {"pass": "pass", "miss": "fail"}
     for p in graded_pairs:
-        confusion[f"{p['a']['verdict']}_{p['b']['verdict']}"] += 1
+        confusion[f"{names[outcome(p['a']['verdict'])]}_{names[outcome(p['b']['verdict'])]}"] += 1
     early = [p for p in pairs if p["a"]["early_stopped"]]
     early_graded = [p for p in early if p["graded"]]
+    # A run that errored did not run to its end, whether or not it was to stop early.
+    errored = [p for p in pairs if not p["a"]["early_stopped"] and _errored(p["a"])]
     return {
         "paired": len(pairs),
         "only_a": [r["task_id"] for r in only_a],
@@ -160,11 +178,20 @@ def summarize(pairs: list[dict[str, Any]], only_a: list[dict[str, Any]], only_b:
         "early_stop_disagree": sum(1 for p in early_graded if not p["agree"]),
         "early_stop_not_graded": len(early) - len(early_graded),
         # The one-sided risk: a stopped on a pass, b went on and failed.
-        "early_stop_pass_fail": sum(1 for p in early_graded if p["a"]["verdict"] == "pass" and p["b"]["verdict"] == "fail"),
-        "ran_to_end_a": len(pairs) - len(early),
+        "early_stop_pass_fail": sum(1 for p in early_graded
+                                    if p["a"]["verdict"] == "pass" and outcome(p["b"]["verdict"]) == "miss"),
+        "errored_a": len(errored),
+        "ran_to_end_a": len(pairs) - len(early) - len(errored),
+        "errors": {"a": sum(1 for p in pairs if p["a"]["verdict"] == "error"),
+                   "b": sum(1 for p in pairs if p["b"]["verdict"] == "error"),
+                   "both": sum(1 for p in pairs if p["a"]["verdict"] == "error" and p["b"]["verdict"] == "error")},
         **{name: _total(pairs, name) for name, _col, _label in MEASURES},
         "stop_reasons": {"a": _reasons(pairs, "a"), "b": _reasons(pairs, "b")},
     }
+
+
+def _errored(side: dict[str, Any]) -> bool:
+    return side.get("verdict") == "error" or side.get("status") == "error"
 
 
 def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -201,12 +228,14 @@ def sort_pairs(pairs: list[dict[str, Any]], *, sort: str = "task", disagreements
     return rows
 
 
-def _pct_phrase(pct: Optional[float], noun: str) -> Optional[str]:
+def _pct_phrase(pct: Optional[float], noun: str, *, mass: bool = False) -> Optional[str]:
+    """"36% fewer steps", "62% less agent time" (`mass`: a noun one does not count)."""
     if pct is None:
         return None
     if round(pct) == 0:
         return f"about the same {noun}"
-    return f"{abs(pct):.0f}% {'fewer' if pct > 0 else 'more'} {noun}"
+    less = "less" if mass else "fewer"
+    return f"{abs(pct):.0f}% {less if pct > 0 else 'more'} {noun}"
 
 
 def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
@@ -218,9 +247,10 @@ def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
     if summary["not_graded"]:
         text += f" ({summary['not_graded']} not graded left out)"
     parts = [p for p in (_pct_phrase(summary["steps"]["saved_pct"], "steps"),
-                         _pct_phrase(summary["tokens"]["saved_pct"], "tokens")) if p]
+                         _pct_phrase(summary["tokens"]["saved_pct"], "tokens"),
+                         _pct_phrase(summary["agent_s"]["saved_pct"], "agent time", mass=True)) if p]
     if parts:
-        text += f"; {label_a} used " + " and ".join(parts)
+        text += f"; {label_a} used " + ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
     return text[0].upper() + text[1:] + "."
 
 
@@ -275,7 +305,31 @@ def compact_step(step: dict[str, Any]) -> dict[str, Any]:
     actions = rec.get("actions") or decision.get("actions") or []
     names = [a.get("name") if isinstance(a, dict) else str(a) for a in actions if a is not None] if isinstance(actions, list) else []
     final = decision.get("final_answer")
-    return {"step": step["step"], "actions": [n for n in names if n is not None], "critic_action": step.get("critic_action"),
+    results = rec.get("action_results") if isinstance(rec.get("action_results"), list) else []
+    calls = []
+    for i, a in enumerate(actions if isinstance(actions, list) else []):
+        if not isinstance(a, dict) or a.get("name") is None:
+            continue
+        res = results[i] if i < len(results) and isinstance(results[i], dict) else {}
+        code = res.get("exit_code", res.get("returncode"))
+        calls.append({"name": str(a.get("name")), "summary": _args_summary(a.get("args")),
+                      "failed": res.get("status") in ("error", "failed") or (isinstance(code, int) and code != 0)})
+    return {"step": step["step"], "actions": [n for n in names if n is not None], "calls": calls,
+            "critic_action": step.get("critic_action"),
             "critic_score": step.get("critic_score"), "tokens": (step.get("tokens") or {}).get("total"),
             "duration_s": step.get("duration_s"), "retry": bool(step.get("retry")),
             "final_answer": final if isinstance(final, str) else None}
+
+
+def _args_summary(args: Any, limit: int = 80) -> Optional[str]:
+    """A tool call's arguments in one short line: its command (or first string) when it has one."""
+    if isinstance(args, dict):
+        for key in ("command", "cmd", "path", "name", "query", "url"):
+            if isinstance(args.get(key), str):
+                args = args[key]
+                break
+    if args is None or args == {} or args == []:
+        return None
+    text = args if isinstance(args, str) else str(args)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

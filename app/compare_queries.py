@@ -17,7 +17,8 @@ from .models import RUNS, EARLY, RUN_TAGS as TAGS
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
            RUNS.c.verdict, RUNS.c.state, RUNS.c.stop_reason, RUNS.c.early_stopped, RUNS.c.steps,
-           RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.started_at]
+           RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
+           RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status]
 
 
 def _condition(group: Group) -> Any:

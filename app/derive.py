@@ -1,10 +1,14 @@
 """The reader's rules from the trace-format contract: verdict, run state and totals.
 
-- Verdict: a recorded `run_end.verdict` wins. Otherwise an early-stopped run passes when
+- Verdict: a recorded `run_end.verdict` wins (`pass`, `fail`, `error` or `not_graded`);
+  what the criteria alone say is kept beside it (`criteria_verdict`). Otherwise an early-stopped run passes when
   every armed criterion reaches its pass threshold (it is gated on the armed criteria;
   the others are advisory); any other run passes when every gating criterion passes; a
   run with no graded criteria is `not_graded`. A run that has not finished has no
   verdict (it is never shown as passing).
+- Totals: the run_end's figures win over the sums of the steps. Tokens count each token
+  once (`input` includes the cache buckets); `agent_elapsed_s` and `agent_cost_usd`
+  default to `elapsed_s` and `cost_usd` when the run does not tell them apart.
 - State: a run with `run_end` is `finished`; without it, `running` while records keep
   arriving, `abandoned` once silent for `abandon_after_s` or when its source is closed.
 """
@@ -104,6 +108,10 @@ def _end_num(end: dict[str, Any], key: str) -> Optional[float]:
     return None
 
 
+#: Verdicts a run may record; `error` means it never produced a gradeable attempt.
+RECORDED_VERDICTS = ("pass", "fail", "error", "not_graded")
+
+
 def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float) -> None:
     """Recompute one run's derived columns from its rows."""
     run = conn.execute(select(RUNS).where(RUNS.c.id == pk)).mappings().first()
@@ -135,6 +143,8 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     cost_usd = _end_num(end, "cost_usd")
     if cost_usd is None:
         cost_usd = cost
+    # A run that names its agent's slice (or says it is unknown, null) is read as written.
+    agent_cost = _end_num(end, "agent_cost_usd") if "agent_cost_usd" in end else cost_usd
     elapsed = _end_num(end, "elapsed_s")
     if elapsed is None and run["started_at"] is not None and run["ended_at"] is not None \
             and run["ended_at"] >= run["started_at"]:
@@ -142,6 +152,9 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         elapsed = (run["ended_at"] - run["started_at"]).total_seconds()
     if elapsed is None:
         elapsed = dur
+    agent_elapsed = _end_num(end, "agent_elapsed_s") if "agent_elapsed_s" in end else elapsed
+    tool_calls = end.get("tool_calls") if isinstance(end.get("tool_calls"), int) \
+        and not isinstance(end.get("tool_calls"), bool) else None
 
     early = conn.execute(select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == pk)).first()
     early_stopped = early is not None
@@ -159,9 +172,10 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     state = derive_state(has_end=has_end, closed=bool(run["closed"]), last_seen_at=run["last_seen_at"],
                          now=now, abandon_after_s=abandon_after_s)
     recorded = run["verdict_recorded"]
+    criteria_verdict = verdict if has_end else None
     if not has_end:
         verdict = None  # a run that has not finished is never shown as passing
-    elif recorded in ("pass", "fail", "not_graded"):
+    elif recorded in RECORDED_VERDICTS:
         verdict = recorded
     conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
         steps=steps,
@@ -169,10 +183,16 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         tokens_input=tokens_input,
         tokens_output=tokens_output,
         tokens_total=tokens_total,
+        tokens_cache_read=_tok(end, "cache_read"),
+        tokens_cache_write=_tok(end, "cache_write"),
+        tool_calls=tool_calls,
         cost_usd=cost_usd,
+        agent_cost_usd=agent_cost,
         elapsed_s=elapsed,
+        agent_elapsed_s=agent_elapsed,
         early_stopped=early_stopped,
         verdict=verdict,
+        criteria_verdict=criteria_verdict,
         gated_on=gated_on if has_end else None,
         state=state,
         updated_at=now,

@@ -44,6 +44,7 @@ class RunBase(SQLModel):
     budget_max_steps: Optional[int] = None
     budget_max_runtime_s: Optional[float] = None
     budget_max_tokens: Optional[int] = Field(default=None, sa_type=BigInteger)
+    budget_max_cost_usd: Optional[float] = None
     early_stop_enabled: bool = False
     has_start: bool = False
     has_end: bool = False
@@ -55,6 +56,12 @@ class RunBase(SQLModel):
     final_result: Optional[str] = _text()
     verdict: Optional[str] = Field(default=None, max_length=20, index=True)
     verdict_recorded: Optional[str] = Field(default=None, max_length=20)
+    #: what the criteria alone say (app.derive), beside a verdict the run recorded
+    criteria_verdict: Optional[str] = Field(default=None, max_length=20)
+    verdict_reason: Optional[str] = _text()
+    #: the producer's own terminal status as written (coder_eval's final_status)
+    source_status: Optional[str] = Field(default=None, max_length=100, index=True)
+    score: Optional[float] = None
     gated_on: Optional[str] = Field(default=None, max_length=20)
     state: str = Field(default="running", max_length=20, index=True)
     early_stopped: bool = Field(default=False, index=True)
@@ -63,8 +70,16 @@ class RunBase(SQLModel):
     tokens_input: Optional[int] = Field(default=None, sa_type=BigInteger)
     tokens_output: Optional[int] = Field(default=None, sa_type=BigInteger)
     tokens_total: Optional[int] = Field(default=None, sa_type=BigInteger, index=True)
+    #: parts of tokens_input: input read from / written to a prompt cache
+    tokens_cache_read: Optional[int] = Field(default=None, sa_type=BigInteger)
+    tokens_cache_write: Optional[int] = Field(default=None, sa_type=BigInteger)
+    tool_calls: Optional[int] = None
+    #: the whole bill, and the agent's slice of it
     cost_usd: Optional[float] = None
+    agent_cost_usd: Optional[float] = None
+    #: end to end, and the agent's own time (without setup and grading)
     elapsed_s: Optional[float] = Field(default=None, index=True)
+    agent_elapsed_s: Optional[float] = None
 
 
 class Run(RunBase, table=True):

@@ -29,6 +29,7 @@ STOP_REASON_LABELS = {
     "env_capability_mismatch": "env capability mismatch",
     "unrecoverable_error": "unrecoverable error",
     "early_stop": "early stop",
+    "budget_cost": "cost budget",
 }
 assert set(STOP_REASON_LABELS) == set(STOP_REASONS)
 
@@ -167,6 +168,71 @@ def gauge(used: Any, limit: Any) -> Optional[dict[str, Any]]:
         return None
     level = "over" if frac > 1 else "high" if frac >= 0.8 else "ok"
     return {"used": used, "limit": limit, "fraction": frac, "pct": min(100, round(frac * 100)), "level": level}
+
+
+def _sum(*values: Any) -> Optional[float]:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def token_parts(run: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """A run's tokens by bucket, each counted once: uncached input, cache write, cache read,
+    output. None when the run recorded no cache buckets (its input is then all there is)."""
+    read, write = run.get("tokens_cache_read"), run.get("tokens_cache_write")
+    if read is None and write is None:
+        return None
+    tin = run.get("tokens_input")
+    uncached = None if tin is None else tin - (read or 0) - (write or 0)
+    return {"uncached_input": uncached, "cache_write": write, "cache_read": read, "output": run.get("tokens_output"),
+            "total": run.get("tokens_total")}
+
+
+def budget_tokens_used(run: dict[str, Any], counted: Optional[list[str]]) -> Optional[int]:
+    """The tokens a run's token cap counts: every token, unless the budget names its buckets
+    (coder_eval counts uncached input and output unless told to count the caches)."""
+    if not counted:
+        return run.get("tokens_total")
+    parts = token_parts(run) or {"uncached_input": run.get("tokens_input"), "cache_read": None, "cache_write": None}
+    values = {"uncached_input": parts["uncached_input"], "cache_read": parts["cache_read"],
+              "cache_write": parts["cache_write"], "output": run.get("tokens_output")}
+    used = _sum(*(values.get(b) for b in counted))
+    return int(used) if used is not None else None
+
+
+def budget_gauges(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The budget gauges of a run: steps, tokens and time always (a limit or "no limit"),
+    input / output tokens and cost when the run set a cap on them."""
+    budget = (run.get("start_record") or {}).get("budget") if isinstance(run.get("start_record"), dict) else None
+    budget = budget if isinstance(budget, dict) else {}
+    counted = budget.get("tokens_counted") if isinstance(budget.get("tokens_counted"), list) else None
+    parts = token_parts(run) or {}
+    time_used = run.get("agent_elapsed_s") if run.get("agent_elapsed_s") is not None else run.get("elapsed_s")
+    token_note = None if not counted else "counted: " + " + ".join(b.replace("_", " ") for b in counted)
+    out = [
+        {"name": "steps", "label": "steps", "gauge": gauge(run.get("steps"), run.get("budget_max_steps")),
+         "used": fmt_int(run.get("steps")), "limit": fmt_int(run.get("budget_max_steps"))},
+        {"name": "tokens", "label": "tokens", "note": token_note,
+         "gauge": gauge(budget_tokens_used(run, counted), run.get("budget_max_tokens")),
+         "used": fmt_int(budget_tokens_used(run, counted)), "limit": fmt_int(run.get("budget_max_tokens"))},
+        {"name": "time", "label": "time", "gauge": gauge(time_used, run.get("budget_max_runtime_s")),
+         "used": fmt_duration(time_used), "limit": fmt_duration(run.get("budget_max_runtime_s"))},
+    ]
+    for key, label, used in (
+            ("max_input_tokens", "input tokens",
+             _sum(parts.get("uncached_input") if parts else run.get("tokens_input"),
+                  parts.get("cache_read") if counted and "cache_read" in counted else None,
+                  parts.get("cache_write") if counted and "cache_write" in counted else None)),
+            ("max_output_tokens", "output tokens", run.get("tokens_output"))):
+        limit = budget.get(key)
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            out.append({"name": key, "label": label, "gauge": gauge(used, limit), "used": fmt_int(used),
+                        "limit": fmt_int(limit)})
+    if run.get("budget_max_cost_usd") is not None:
+        cost = run.get("agent_cost_usd") if run.get("agent_cost_usd") is not None else run.get("cost_usd")
+        out.append({"name": "cost", "label": "cost (agent)", "gauge": gauge(cost, run.get("budget_max_cost_usd")),
+                    "used": fmt_usd(cost) if cost is not None else "unpriced",
+                    "limit": fmt_usd(run.get("budget_max_cost_usd"))})
+    return out
 
 
 def truncate(text: Any, limit: int = 2000) -> tuple[str, bool]:

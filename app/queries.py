@@ -258,11 +258,14 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         func.count(),
         func.sum(case((RUNS.c.verdict == "pass", 1), else_=0)),
         func.sum(case((RUNS.c.verdict == "fail", 1), else_=0)),
+        func.sum(case((RUNS.c.verdict == "error", 1), else_=0)),
         func.sum(case((RUNS.c.early_stopped.is_(True), 1), else_=0)),
         func.sum(case((RUNS.c.state == "running", 1), else_=0)),
     ).select_from(RUNS).where(*conds)).first()
-    total, passed, failed, early, running = (int(v or 0) for v in row)
-    graded = passed + failed
+    total, passed, failed, errored, early, running = (int(v or 0) for v in row)
+    # An errored run never produced a gradeable attempt: it counts as a miss (coder_eval's
+    # pass rate keeps errors in the denominator); not graded runs are in neither side.
+    graded = passed + failed + errored
     reasons = session.execute(
         select(RUNS.c.stop_reason, func.count()).where(*conds).group_by(RUNS.c.stop_reason)
         .order_by(func.count().desc(), *_text_order(session, RUNS.c.stop_reason)).limit(20)
@@ -270,7 +273,7 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
     failure = func.coalesce(RUNS.c.stop_detail, RUNS.c.stop_reason)
     failures = session.execute(
         select(failure, func.count())
-        .where(*conds, RUNS.c.verdict == "fail")
+        .where(*conds, RUNS.c.verdict.in_(("fail", "error")))
         .group_by(failure)
         .order_by(func.count().desc(), *_text_order(session, failure)).limit(5)
     ).all()
@@ -278,6 +281,7 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         "runs": total,
         "passed": passed,
         "failed": failed,
+        "errored": errored,
         "graded": graded,
         "pass_rate": (passed / graded) if graded else None,
         "early_stopped": early,

@@ -33,6 +33,7 @@ STOP_REASONS = (
     "env_capability_mismatch",
     "unrecoverable_error",
     "early_stop",
+    "budget_cost",
 )
 
 #: Critic actions with a meaning; any other value is shown as given and counts as continue.
@@ -61,12 +62,25 @@ class _Model(BaseModel):
         return data
 
 
+#: Token buckets a budget may count (`Budget.tokens_counted`).
+TOKEN_BUCKETS = ("uncached_input", "cache_read", "cache_write", "output")
+
+
 class Budget(_Model):
-    """A run's TaskBudget; null means unlimited."""
+    """A run's TaskBudget; null means unlimited.
+
+    The caps after `max_tokens` are optional additions for harnesses that cap more than
+    the three TaskBudget limits (coder_eval's `run_limits`). `tokens_counted` names the
+    token buckets the token caps count; absent means every bucket.
+    """
 
     max_steps: Optional[int] = None
     max_runtime_seconds: Optional[float] = None
     max_tokens: Optional[int] = None
+    max_input_tokens: Optional[int] = None
+    max_output_tokens: Optional[int] = None
+    max_cost_usd: Optional[float] = None
+    tokens_counted: Optional[list[Literal["uncached_input", "cache_read", "cache_write", "output"]]] = None
 
 
 class CriterionSpec(_Model):
@@ -94,11 +108,16 @@ class EarlyStopConfig(_Model):
 
 
 class Tokens(_Model):
-    """Token counts."""
+    """Token counts. `input` counts every input token, cached or not; `cache_read` and
+    `cache_write` (optional) say how many of those were read from or written to a prompt
+    cache, so uncached input is `input - cache_read - cache_write` and `total` is
+    `input + output`: each token counted once."""
 
     input: Optional[int] = None
     output: Optional[int] = None
     total: Optional[int] = None
+    cache_read: Optional[int] = None
+    cache_write: Optional[int] = None
 
 
 class Action(_Model):
@@ -208,6 +227,7 @@ class EarlyStopRecord(_Record):
     tool_call_index: Optional[int] = Field(None, description="1-based")
     elapsed_s: Optional[float] = None
     turns_remaining: Optional[int] = None
+    gate_threshold: Optional[float] = Field(None, description="score the armed criteria had to reach together")
 
 
 class RunEnd(_Record):
@@ -219,11 +239,18 @@ class RunEnd(_Record):
     stop_reason: Optional[str] = None
     stop_detail: Optional[str] = None
     final_result: Optional[str] = None
-    verdict: Optional[Literal["pass", "fail", "not_graded"]] = None
+    verdict: Optional[Literal["pass", "fail", "error", "not_graded"]] = Field(
+        None, description="error: the run never produced a gradeable attempt (counted as a miss)")
+    verdict_reason: Optional[str] = Field(None, description="why the recorded verdict is what it is")
+    source_status: Optional[str] = Field(None, description="the producer's own terminal status, as written")
+    score: Optional[float] = Field(None, description="the producer's overall score, e.g. a weighted criteria score")
     steps: Optional[int] = None
+    tool_calls: Optional[int] = None
     tokens: Optional[Tokens] = None
-    cost_usd: Optional[float] = None
-    elapsed_s: Optional[float] = None
+    cost_usd: Optional[float] = Field(None, description="the whole bill")
+    agent_cost_usd: Optional[float] = Field(None, description="the agent's slice of cost_usd")
+    elapsed_s: Optional[float] = Field(None, description="end to end")
+    agent_elapsed_s: Optional[float] = Field(None, description="the agent's own time (no setup, no grading)")
     failure_report: Optional[dict[str, Any]] = None
 
 

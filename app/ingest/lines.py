@@ -283,7 +283,8 @@ def _fast_step(v: dict[str, Any]) -> bool:
         return False
     t = v.get("tokens")
     if t is not None and not (type(t) is dict and _opt_int(t.get("input")) and _opt_int(t.get("output"))
-                              and _opt_int(t.get("total"))):
+                              and _opt_int(t.get("total")) and _opt_int(t.get("cache_read"))
+                              and _opt_int(t.get("cache_write"))):
         return False
     return True
 

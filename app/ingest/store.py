@@ -554,6 +554,7 @@ class Applier:
             budget_max_steps=_int(budget.get("max_steps")),
             budget_max_runtime_s=_num(budget.get("max_runtime_seconds")),
             budget_max_tokens=_int(budget.get("max_tokens")),
+            budget_max_cost_usd=_num(budget.get("max_cost_usd")),
             critics=_json_safe(rec.get("critics") or []),
             stop_criteria=_json_safe(rec.get("stop_criteria") or []),
             early_stop_enabled=enabled,
@@ -607,6 +608,9 @@ class Applier:
             stop_detail=clean_text(rec.get("stop_detail")),
             final_result=clean_text(rec.get("final_result")),
             verdict_recorded=rec.get("verdict"),
+            verdict_reason=clean_text(rec.get("verdict_reason")),
+            source_status=clean_text(rec.get("source_status"), 100),
+            score=_num(rec.get("score")),
             failure_report=_json_safe(rec.get("failure_report")),
         ))
         return warn

@@ -12,14 +12,14 @@ from .. import export, queries
 from ..deps import SessionDep, SettingsDep
 from ..errors import QitaError
 from ..models import RunPublic
-from ..present import gauge
+from ..present import budget_gauges, token_parts
 from ..render import respond
 
 router = APIRouter(tags=["runs"])
 
 PUBLIC_FIELDS = set(RunPublic.model_fields)
 STATES = ("running", "abandoned", "finished")
-VERDICTS = ("pass", "fail", "not_graded", "none")
+VERDICTS = ("pass", "fail", "error", "not_graded", "none")
 
 
 def _bool(value: Optional[str]) -> Optional[bool]:
@@ -38,7 +38,7 @@ def run_filters(
     variant: Optional[str] = None,
     state: Annotated[Optional[str], Query(description="running, abandoned or finished")] = None,
     stop_reason: Optional[str] = None,
-    verdict: Annotated[Optional[str], Query(description="pass, fail, not_graded or none (no verdict yet)")] = None,
+    verdict: Annotated[Optional[str], Query(description="pass, fail, error, not_graded or none (no verdict yet)")] = None,
     early_stopped: Annotated[Optional[str], Query(description="true or false")] = None,
     model: Optional[str] = None,
     tag: Optional[str] = None,
@@ -106,15 +106,14 @@ def load_run(session, run_id: str) -> dict[str, Any]:
     run = _public(row)
     run["start_record"] = row["start_record"]
     run["end_record"] = row["end_record"]
+    gauges = budget_gauges(run)
     return {
         "run": run,
         "criteria": criteria,
         "early_stop": early,
-        "budget": {
-            "steps": gauge(row["steps"], row["budget_max_steps"]),
-            "tokens": gauge(row["tokens_total"], row["budget_max_tokens"]),
-            "time": gauge(row["elapsed_s"], row["budget_max_runtime_s"]),
-        },
+        "tokens": token_parts(run),
+        "budget": {g["name"]: g["gauge"] for g in gauges},
+        "budget_gauges": gauges,
         "lane": queries.run_cached(session, run_pk=row["id"], updated_at=row["updated_at"], name="lane",
                                    compute=lambda: queries.get_lane(session, run_pk=row["id"])),
         "run_events": queries.get_run_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN),

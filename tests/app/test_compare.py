@@ -99,8 +99,10 @@ def test_summary_figures_by_hand(client, experiment):
     assert s["cost_usd"]["saved_pct"] == pytest.approx(100 * 0.20 / 0.28)
     assert (s["cost_usd"]["pairs"], s["cost_usd"]["missing"]) == (4, 1)
     assert data["duplicates"]["b"] == [{"task_id": "t2", "replicate": 0, "run_id": "e-t2-0-old", "kept_run_id": "e-t2-0"}]
+    # qita traces do not tell the agent's time from the run's: agent time is elapsed (12 vs 33 s)
+    assert s["agent_s"]["a"] == pytest.approx(12.0) and s["agent_s"]["b"] == pytest.approx(33.0)
     assert data["headline"] == ("Verdicts identical on 3 of 4 paired tasks (1 not graded left out); "
-                                "smoke used 61% fewer steps and 59% fewer tokens.")
+                                "smoke used 61% fewer steps, 59% fewer tokens and 64% less agent time.")
 
 
 def test_pairs_list_both_sides(client, experiment):

@@ -22,8 +22,10 @@ def test_upload_zip_then_compare_then_pair(live_server, page, tmp_path):
     page.get_by_role("navigation").get_by_role("link", name="Compare").click()  # click 1
     headline = page.locator("#headline")
     assert headline.inner_text() == ("Verdicts identical on 3 of 4 paired tasks (1 not graded left out); "
-                                     "smoke used 61% fewer steps and 59% fewer tokens.")
-    assert page.locator("svg.bars rect").count() == 8
+                                     "smoke used 61% fewer steps, 59% fewer tokens and 64% less agent time.")
+    # two bars per recorded measure: steps, tokens, cost, agent time, end to end (these
+    # traces record no tool-call count)
+    assert page.locator("svg.bars rect").count() == 10
 
     page.get_by_label("disagreements only").check()
     page.wait_for_function("document.querySelectorAll('tr.pair-row').length === 1")
