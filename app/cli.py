@@ -106,7 +106,8 @@ def ingest(paths: tuple[str, ...], db: Optional[str], as_json: bool) -> None:
     a file that grew is read from where the last pass stopped.
 
     Exit status: 0 when everything was ingested, 1 when any line or file was
-    rejected (the rest is kept), 2 on a usage error.
+    rejected (the rest is kept), 2 on a usage error: a path that does not exist,
+    or one that holds nothing the board can read.
 
     \b
     Example:
@@ -122,7 +123,7 @@ def ingest(paths: tuple[str, ...], db: Optional[str], as_json: bool) -> None:
         _fail(exc.message)
         return
     _print_report(report, as_json)
-    sys.exit(0 if report.ok else 1)
+    sys.exit(2 if report.empty else 0 if report.ok else 1)
 
 
 def _glob_matches(pattern: str) -> bool:

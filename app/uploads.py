@@ -26,7 +26,7 @@ from .ingest import IngestIssue, IngestReport
 
 #: Accepted names and the suffix the stored copy gets (which tells ingest how to read it).
 SUFFIXES = ((".jsonl.gz", ".jsonl.gz"), (".ndjson.gz", ".jsonl.gz"), (".jsonl", ".jsonl"), (".ndjson", ".jsonl"),
-            (".zip", ".zip"))
+            (".zip", ".zip"), (".json", ".json"))
 MAX_NAME = 200
 MAX_FILES = 1000
 
@@ -110,7 +110,7 @@ class _Collector:
             return
         suffix = stored_suffix(name)
         if suffix is None:
-            self.out.rejected.append(IngestIssue(name, None, "rejected: not a trace file (expected .jsonl, .jsonl.gz or .zip)"))
+            self.out.rejected.append(IngestIssue(name, None, "rejected: not a trace file (expected .jsonl, .jsonl.gz, .zip or a coder_eval task.json)"))
             self.skip = True
             return
         if len(self.out.files) >= MAX_FILES:
@@ -168,7 +168,7 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
     collector.close()
     if not out.files and not out.rejected:
         out.remove()
-        raise QitaError("no file in the upload: choose .jsonl, .jsonl.gz or .zip files (field name: files)")
+        raise QitaError("no file in the upload: choose .jsonl, .jsonl.gz, .zip or task.json files (field name: files)")
     return out
 
 

@@ -91,6 +91,8 @@ class IngestReport:
     errors: list[IngestIssue] = field(default_factory=list)
     warnings: list[IngestIssue] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    #: paths given that held nothing the board can read (their error is in `errors`)
+    empty: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +106,7 @@ class IngestReport:
         self.errors.extend(other.errors)
         self.warnings.extend(other.warnings)
         self.missing.extend(other.missing)
+        self.empty.extend(other.empty)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +117,7 @@ class IngestReport:
             "warnings": [w.to_json() for w in self.warnings],
             "runs_created": sorted(self.created),
             "runs_updated": sorted(self.run_ids - self.created),
+            "nothing_found": list(self.empty),
         }
 
 
@@ -142,7 +146,7 @@ class Ingestor:
 
     def ingest_discovery(self, found: Discovery, *, final: bool = True, closed: bool = False) -> IngestReport:
         """Ingest already-discovered sources."""
-        report = IngestReport(missing=list(found.missing))
+        report = IngestReport(missing=list(found.missing), empty=list(found.empty))
         for label, line, message in found.errors:
             report.errors.append(IngestIssue(label, line, message))
         with _old_objects_frozen():

@@ -1,62 +1,121 @@
-"""Reader for coder_eval results folders: `<run_id>/<variant_id>/<task_id>/<NN>/task.json`, `run.json` at the root.
+"""Reader for coder_eval results, read as coder_eval itself means them.
 
-Each task.json becomes one v1 run: experiment = the results run id, variant =
-variant_id, replicate = NN, task_id as written. Its success_criteria_results become
-criterion specs and results (id `"type: description"`, the same spelling coder_eval
-uses for `early_stop.armed_criteria`, so armed criteria are recognised); a non-null
-early_stop becomes the early_stop record (and arms those criteria); iterations become
-steps with their tool calls; duration, token usage and cost become the run totals.
+Layouts: a results folder (`run.json`, `experiment.json`, `<variant>/<task>/<NN>/task.json`),
+the older one without replicate folders (`<variant>/<task>/task.json`), a variant, task or
+replicate folder on its own, a single `task.json`, and a zip of any of them. Each
+task.json (coder_eval's `EvaluationResult`) becomes one v1 run:
+
+- verdict from `final_status` by coder_eval's own categories (SUCCESS pass; FAILURE,
+  TIMEOUT, MAX_TURNS_EXHAUSTED, TOKEN/COST_BUDGET_EXCEEDED fail; ERROR, BUILD_FAILED
+  error; NOT_GRADED not graded); the status itself is kept as `source_status`;
+- one step per assistant turn (what `early_stop.sdk_turn_index` counts), its tool calls
+  (`iterations[].commands[]`) as actions with their results;
+- tokens as coder_eval counts them: `input` holds the uncached input and both cache
+  buckets once (coder_eval's computed `input_tokens`), never the buckets twice;
+- cost: the whole bill (`run.json` row `total_cost_usd`, else agent + judge spend) and
+  the agent's slice; unpriced stays null, never $0;
+- time: end to end (`duration_seconds`) and the agent's own (`agent_wall_ms`, else the
+  sum of the positive iteration durations);
+- budgets from `task_config.resolved.run_limits`.
+
+The field-by-field mapping is in docs/upload.md.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from datetime import datetime
+from typing import Any, Iterator, Optional
 
 from .sources import Source, join_label, key_for, read_json_document, register_folder_reader
 
 MAX_TASK_JSON = 512 * 1024 * 1024
-PASS = {"pass", "passed", "success", "succeeded", "ok"}
-FAIL = {"fail", "failed", "failure"}
+TASK_FILE = "task.json"
+#: Files only a coder_eval results tree holds (besides task.json).
+SUMMARY_FILES = ("run.json", "experiment.json", "variant.json")
+#: Folders never searched for task.json: the sandbox's copy (`artifacts/`, which may hold
+#: virtualenvs with thousands of files), and tool folders.
+SKIP_DIRS = {"artifacts", "node_modules", "__pycache__", "site-packages", ".venv", "venv", ".git"}
+#: How deep below a detected folder task.json files are looked for (root/variant/task/NN/task.json).
+MAX_DEPTH = 4
+#: How many folders above a given task folder are searched for run.json / experiment.json.
+MAX_ANCESTORS = 4
+
+#: coder_eval's FinalStatus categories (its REPORT_SCHEMA.md).
+STATUS_VERDICT = {
+    "SUCCESS": "pass",
+    "FAILURE": "fail",
+    "TIMEOUT": "fail",
+    "MAX_TURNS_EXHAUSTED": "fail",
+    "TOKEN_BUDGET_EXCEEDED": "fail",
+    "COST_BUDGET_EXCEEDED": "fail",
+    "ERROR": "error",
+    "BUILD_FAILED": "error",
+    "NOT_GRADED": "not_graded",
+}
+#: Why each status ended the run, in the stop-reason vocabulary of the trace format.
+STATUS_STOP_REASON = {
+    "TIMEOUT": "budget_time",
+    "MAX_TURNS_EXHAUSTED": "budget_steps",
+    "TOKEN_BUDGET_EXCEEDED": "budget_tokens",
+    "COST_BUDGET_EXCEEDED": "budget_cost",
+    "ERROR": "unrecoverable_error",
+    "BUILD_FAILED": "unrecoverable_error",
+}
+STATUS_WORDS = {
+    "SUCCESS": "passed",
+    "FAILURE": "failed",
+    "TIMEOUT": "failed: timed out",
+    "MAX_TURNS_EXHAUSTED": "failed: turn budget exhausted",
+    "TOKEN_BUDGET_EXCEEDED": "failed: token budget exceeded",
+    "COST_BUDGET_EXCEEDED": "failed: cost budget exceeded",
+    "ERROR": "error: no gradeable attempt",
+    "BUILD_FAILED": "error: the sandbox image failed to build",
+    "NOT_GRADED": "not graded (run without grading)",
+}
+LIFECYCLE = {"ERROR": "error", "BUILD_FAILED": "error", "TIMEOUT": "failed", "MAX_TURNS_EXHAUSTED": "failed",
+             "TOKEN_BUDGET_EXCEEDED": "failed", "COST_BUDGET_EXCEEDED": "failed"}
 
 
-def is_coder_eval_folder(folder: str) -> bool:
-    """A folder with run.json whose subfolders hold variant/task/NN/task.json."""
-    if not os.path.isfile(os.path.join(folder, "run.json")):
-        return False
-    return any(True for _ in _task_files(folder, limit=1))
-
-
-def _dirs(folder: str) -> list[os.DirEntry]:
-    try:
-        return sorted((e for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)), key=lambda e: e.name)
-    except OSError:
-        return []
-
-
-def _task_files(root: str, limit: Optional[int] = None):
-    found = 0
-    for variant in _dirs(root):
-        for task in _dirs(variant.path):
-            for rep in _dirs(task.path):
-                path = os.path.join(rep.path, "task.json")
-                if os.path.isfile(path):
-                    yield variant.name, task.name, rep.name, path
-                    found += 1
-                    if limit and found >= limit:
-                        return
-
+# -- values --------------------------------------------------------------------------------
 
 def _num(value: Any) -> Optional[float]:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if value == value and abs(value) != float("inf") else None
 
 
 def _int(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) else None
 
 
 def _str(value: Any) -> Optional[str]:
     return value if isinstance(value, str) and value else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _seconds_between(start: Any, end: Any) -> Optional[float]:
+    try:
+        a = datetime.fromisoformat(start) if isinstance(start, str) else None
+        b = datetime.fromisoformat(end) if isinstance(end, str) else None
+    except ValueError:
+        return None
+    if a is None or b is None or (a.tzinfo is None) != (b.tzinfo is None):
+        return None
+    delta = (b - a).total_seconds()
+    return delta if delta >= 0 else None
 
 
 def criterion_id(ctype: Any, description: Any) -> str:
@@ -67,149 +126,618 @@ def criterion_id(ctype: Any, description: Any) -> str:
     return t or d or "criterion"
 
 
-def _tokens(value: Any) -> dict[str, Optional[int]]:
-    if _int(value) is not None:
-        return {"input": None, "output": None, "total": value}
-    if not isinstance(value, dict):
-        return {"input": None, "output": None, "total": None}
+def tokens(usage: Any) -> Optional[dict[str, Optional[int]]]:
+    """A TokenUsage as v1 tokens, each token counted once.
 
-    def pick(*keys: str) -> Optional[int]:
-        for k in keys:
-            if _int(value.get(k)) is not None:
-                return value[k]
+    coder_eval serializes `uncached_input_tokens` and both cache buckets, plus a computed
+    `input_tokens` that already sums the three; a file written before the split has only
+    `input_tokens`, which coder_eval adopts as uncached on read (REPORT_SCHEMA.md).
+    """
+    usage = _dict(usage)
+    if not usage:
         return None
+    uncached = _int(usage.get("uncached_input_tokens"))
+    if uncached is None:
+        uncached = _int(usage.get("input_tokens"))
+    read = _int(usage.get("cache_read_input_tokens"))
+    if read is None:
+        read = _int(usage.get("cache_read_tokens"))
+    write = _int(usage.get("cache_creation_input_tokens"))
+    if write is None:
+        write = _int(usage.get("cache_creation_tokens"))
+    out = _int(usage.get("output_tokens"))
+    if uncached is None and read is None and write is None and out is None:
+        return None
+    tin = None if uncached is None and read is None and write is None else (uncached or 0) + (read or 0) + (write or 0)
+    total = None if tin is None and out is None else (tin or 0) + (out or 0)
+    return {"input": tin, "output": out, "total": total, "cache_read": read, "cache_write": write}
 
-    tin = pick("input", "input_tokens", "prompt_tokens")
-    tout = pick("output", "output_tokens", "completion_tokens")
-    total = pick("total", "total_tokens")
-    if total is None and (tin is not None or tout is not None):
-        total = (tin or 0) + (tout or 0) + (pick("cache_read_input_tokens") or 0) + (pick("cache_creation_input_tokens") or 0)
-    return {"input": tin, "output": tout, "total": total}
+
+def _add_tokens(a: Optional[dict[str, Any]], b: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    if a is None or b is None:
+        return a or b
+    return {k: (None if a.get(k) is None and b.get(k) is None else (a.get(k) or 0) + (b.get(k) or 0))
+            for k in ("input", "output", "total", "cache_read", "cache_write")}
 
 
-def _cost(task: dict[str, Any]) -> Optional[float]:
-    for key in ("cost_usd", "cost", "total_cost_usd"):
-        value = task.get(key)
-        if _num(value) is not None:
-            return _num(value)
-        if isinstance(value, dict):
-            for k in ("total_usd", "usd", "total", "total_cost_usd"):
-                if _num(value.get(k)) is not None:
-                    return _num(value.get(k))
+def budget_counted(limits: dict[str, Any]) -> list[str]:
+    """The token buckets coder_eval's token caps count: uncached input and output, plus
+    the cache buckets only when `count_cached_input` / `count_cache_creation` say so."""
+    counted = ["uncached_input"]
+    if limits.get("count_cached_input") is True:
+        counted.append("cache_read")
+    if limits.get("count_cache_creation") is True:
+        counted.append("cache_write")
+    counted.append("output")
+    return counted
+
+
+# -- steps: one per assistant turn -----------------------------------------------------------
+
+def _exit_code(command: dict[str, Any]) -> Optional[int]:
+    for holder in (command, _dict(command.get("result_data"))):
+        for key in ("exit_code", "returncode", "return_code", "exitCode"):
+            code = _int(holder.get(key))
+            if code is not None:
+                return code
     return None
 
 
-def _tool_calls(iteration: dict[str, Any]) -> list[dict[str, Any]]:
-    calls = iteration.get("tool_calls")
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+def _text_of(message: dict[str, Any], kind: str) -> Optional[str]:
+    parts = [b.get(kind) for b in _list(message.get("content_blocks"))
+             if isinstance(b, dict) and b.get("block_type") == kind and _str(b.get(kind))]
+    return "\n\n".join(parts) if parts else None
 
 
-def _step(run_id: str, index: int, iteration: Any) -> dict[str, Any]:
-    it = iteration if isinstance(iteration, dict) else {"value": iteration}
-    calls = _tool_calls(it)
-    actions = [{"name": str(c.get("name") or c.get("tool_name") or c.get("tool") or "tool"),
-                "args": c.get("input", c.get("args", c.get("arguments")))} for c in calls]
-    results = [c.get("output", c.get("result")) for c in calls]
-    text = _str(it.get("text")) or _str(it.get("content")) or _str(it.get("message")) or _str(it.get("thought"))
-    step = {"type": "step", "run_id": run_id, "step": index, "actions": actions, "action_results": results,
-            "decision": {"mode": "tool" if actions else "text", "rationale": text, "actions": actions},
-            "tool_invocations": [{"tool_name": a["name"], "status": c.get("status"), "error": c.get("error"),
-                                  "latency_ms": _num(c.get("latency_ms"))} for a, c in zip(actions, calls)],
-            "observation": {k: v for k, v in it.items() if k != "tool_calls"}}
-    usage = it.get("token_usage", it.get("usage", it.get("tokens")))
-    if usage is not None:
-        step["tokens"] = _tokens(usage)
-    duration = _num(it.get("duration_seconds"))
-    if duration is not None:
-        step["duration_s"] = duration
-    return step
+def _turns(iteration: dict[str, Any]) -> list[tuple[Optional[dict[str, Any]], list[dict[str, Any]]]]:
+    """The assistant turns of one iteration, each with its tool calls, in order.
+
+    Commands belong to the assistant message that issued them (`tool_use_ids`), else to
+    the turn their `assistant_turn_index` names. An iteration whose agent reports no
+    messages has one turn per distinct `assistant_turn_index`, or one turn in all.
+    """
+    commands = [c for c in _list(iteration.get("commands")) if isinstance(c, dict)]
+    messages = [m for m in _list(iteration.get("messages"))
+                if isinstance(m, dict) and m.get("role") == "assistant"]
+    if not messages:
+        by_index: dict[Any, list[dict[str, Any]]] = {}
+        for c in commands:
+            by_index.setdefault(_int(c.get("assistant_turn_index")), []).append(c)
+        if not by_index:
+            return [(None, [])]
+        return [(None, by_index[k]) for k in sorted(by_index, key=lambda k: (k is None, k or 0))]
+    owner: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        for tid in _list(m.get("tool_use_ids")):
+            if isinstance(tid, str):
+                owner.setdefault(tid, i)
+    calls: list[list[dict[str, Any]]] = [[] for _ in messages]
+    for c in commands:
+        i = owner.get(c.get("tool_id")) if isinstance(c.get("tool_id"), str) else None
+        if i is None:
+            idx = _int(c.get("assistant_turn_index"))
+            i = idx if idx is not None and 0 <= idx < len(messages) else len(messages) - 1
+        calls[i].append(c)
+    return list(zip(messages, calls))
 
 
-def task_records(task: dict[str, Any], *, experiment: str, variant: str, task_name: str, replicate: int,
-                 run_meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The v1 records of one task.json."""
-    task_id = _str(task.get("task_id")) or task_name
-    variant = _str(task.get("variant_id")) or variant
-    run_id = f"{experiment}/{variant}/{task_id}/{replicate:02d}"[:200]
-    early = task.get("early_stop") if isinstance(task.get("early_stop"), dict) else None
-    armed = [a for a in (early.get("armed_criteria") or []) if isinstance(a, str)] if early else []
-    specs: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
+def _action_result(command: dict[str, Any], note: Optional[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {"status": command.get("result_status"), "exit_code": _exit_code(command),
+                              "output": command.get("result_summary"), "error": command.get("error_message"),
+                              "duration_ms": _num(command.get("duration_ms"))}
+    if command.get("result_data") is not None:
+        result["data"] = command.get("result_data")
+    if note:
+        result["note"] = note
+    return result
+
+
+def task_steps(run_id: str, task: dict[str, Any]) -> list[dict[str, Any]]:
+    """The v1 step records of one task.json: one per assistant turn, numbered from 1 across
+    iterations (a retry after a crash continues the count), tool calls numbered from 1
+    across the run as `early_stop.tool_call_index` counts them."""
+    early = _dict(task.get("early_stop"))
+    stop_call = _int(early.get("tool_call_index")) if early else None
+    iterations = [it for it in _list(task.get("iterations", task.get("turns"))) if isinstance(it, dict)]
+    steps: list[dict[str, Any]] = []
+    call_no = 0
+    previous_crashed = False
+    for it_no, it in enumerate(iterations, start=1):
+        turns = _turns(it)
+        reconciliation = None
+        for m in _list(it.get("messages")):
+            if isinstance(m, dict) and m.get("role") == "reconciliation":
+                reconciliation = _add_tokens(reconciliation, tokens(_msg_usage(m)))
+        for t_no, (message, commands) in enumerate(turns):
+            last_of_iteration = t_no == len(turns) - 1
+            actions, results, invocations = [], [], []
+            for c in commands:
+                call_no += 1
+                note = None
+                if c.get("result_status") not in ("success", "error") and not c.get("execution_completed_at"):
+                    if early and stop_call == call_no:
+                        note = "not completed: the run was stopped early during this call (it decided the stop)"
+                    elif it.get("crashed") and last_of_iteration:
+                        note = "not completed: the agent crashed during this call"
+                actions.append({"name": _str(c.get("tool_name")) or "tool", "args": c.get("parameters")})
+                results.append(_action_result(c, note))
+                invocations.append({"tool_name": _str(c.get("tool_name")) or "tool", "status": c.get("result_status"),
+                                    "error": c.get("error_message"), "latency_ms": _num(c.get("duration_ms")),
+                                    "exit_code": _exit_code(c), "call_index": call_no,
+                                    "tool_id": c.get("tool_id")})
+            msg = message or {}
+            text = _text_of(msg, "text") if message else (_str(it.get("agent_output")) if last_of_iteration else None)
+            thinking = _text_of(msg, "thinking") if message else None
+            step: dict[str, Any] = {
+                "type": "step", "run_id": run_id, "step": len(steps) + 1,
+                "ts": _str(msg.get("started_at")) or (_str(it.get("timestamp")) if not message else None),
+                "actions": actions, "action_results": results, "tool_invocations": invocations,
+                "decision": {"mode": "tool" if actions else "text", "rationale": text, "actions": actions},
+                "iteration": it_no,
+            }
+            if thinking:
+                step["thinking"] = thinking
+            if t_no == 0 and _str(it.get("user_input")):
+                step["observation"] = {"user_input": it.get("user_input")}
+            step_tokens = tokens(_msg_usage(msg)) if message else (tokens(it.get("token_usage")) if len(turns) == 1 else None)
+            if last_of_iteration and reconciliation and message:
+                # The iteration's residual tokens (billed, never surfaced as a message):
+                # kept on its last turn so the steps still add up to the iteration.
+                step_tokens = _add_tokens(step_tokens, reconciliation)
+                step["reconciliation_tokens"] = reconciliation
+            if step_tokens is not None:
+                step["tokens"] = step_tokens
+            if len(turns) == 1:
+                cost = _num(_dict(it.get("token_usage")).get("total_cost_usd"))
+                if cost is not None:
+                    step["cost_usd"] = cost
+            duration = _turn_duration(it, turns, t_no)
+            if duration is not None:
+                step["duration_s"] = duration
+            if t_no == 0 and previous_crashed:
+                step["retry"] = True  # coder_eval ran the iteration again after a crash
+            if last_of_iteration and it.get("crashed"):
+                step["error"] = "crashed: " + (_str(it.get("crash_reason")) or "the agent failed mid-turn")
+                step["crashed"] = True
+            summary = _dict(it.get("result_summary"))
+            if last_of_iteration and summary.get("is_error") and "error" not in step:
+                step["error"] = _str(summary.get("result")) or _str(summary.get("subtype")) or "the turn ended in error"
+            if last_of_iteration and it.get("max_turns_exhausted"):
+                step["max_turns_exhausted"] = True
+            steps.append(step)
+        previous_crashed = bool(it.get("crashed"))
+    if steps and not steps[-1]["actions"] and steps[-1]["decision"]["rationale"] and not steps[-1].get("error"):
+        # The last turn called no tool: it is the agent's final reply.
+        steps[-1]["decision"]["final_answer"] = steps[-1]["decision"]["rationale"]
+        steps[-1]["decision"]["mode"] = "final"
+    return steps
+
+
+def _msg_usage(message: dict[str, Any]) -> dict[str, Any]:
+    """A transcript message's buckets in TokenUsage names (messages spell them their own way)."""
+    return {"uncached_input_tokens": message.get("input_tokens"), "output_tokens": message.get("output_tokens"),
+            "cache_creation_input_tokens": message.get("cache_creation_tokens", message.get("cache_creation_input_tokens")),
+            "cache_read_input_tokens": message.get("cache_read_tokens", message.get("cache_read_input_tokens"))}
+
+
+def _turn_duration(iteration: dict[str, Any], turns: list, t_no: int) -> Optional[float]:
+    """A turn lasts from its message's start to the next one's (its generation and its tool
+    calls); the last turn ends with the iteration. Without message times: the generation
+    plus the tool calls' own durations."""
+    message = turns[t_no][0]
+    if message is None:
+        if len(turns) == 1:
+            d = _num(iteration.get("duration_seconds"))
+            return d if d is not None and d >= 0 else None
+        ms = [_num(c.get("duration_ms")) for c in turns[t_no][1]]
+        ms = [m for m in ms if m is not None]
+        return sum(ms) / 1000 if ms else None
+    end = turns[t_no + 1][0].get("started_at") if t_no + 1 < len(turns) and turns[t_no + 1][0] else None
+    if end is None and t_no == len(turns) - 1:
+        end = iteration.get("timestamp")
+    span = _seconds_between(message.get("started_at"), end)
+    if span is not None:
+        return span
+    parts = [_num(message.get("generation_duration_ms"))] + [_num(c.get("duration_ms")) for c in turns[t_no][1]]
+    parts = [p for p in parts if p is not None]
+    return sum(parts) / 1000 if parts else None
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+    """(specs, result records, id by (type, description)) from the criteria results and the
+    resolved task config (which says which criteria can stop the run)."""
+    configured: dict[tuple[Any, Any], dict[str, Any]] = {}
+    resolved = _dict(_dict(task.get("task_config")).get("resolved"))
+    for spec in _list(resolved.get("success_criteria")):
+        if isinstance(spec, dict):
+            configured.setdefault((spec.get("type"), spec.get("description")), spec)
+    specs, results, ids = [], [], {}
     seen: dict[str, int] = {}
-    for res in task.get("success_criteria_results") or []:
+    for res in _list(task.get("success_criteria_results")):
         if not isinstance(res, dict):
             continue
-        cid = criterion_id(res.get("criterion_type"), res.get("description"))
-        seen[cid] = seen.get(cid, 0) + 1
-        if seen[cid] > 1:
-            cid = f"{cid} ({seen[cid]})"
+        base = criterion_id(res.get("criterion_type"), res.get("description"))
+        seen[base] = seen.get(base, 0) + 1
+        cid = base if seen[base] == 1 else f"{base} ({seen[base]})"
+        ids.setdefault(base, cid)
+        config = configured.get((res.get("criterion_type"), res.get("description")), {})
+        stop = config.get("stop_early")
+        # `stop_early` arms a criterion: it always stops on a live fail, and also on a
+        # live pass when `on_pass: stop` (coder_eval's task definition).
+        stop_when = None
+        if isinstance(stop, dict):
+            stop_when = "decided" if stop.get("on_pass") == "stop" else "fail"
+        elif base in armed:
+            stop_when = "decided"
         threshold = _num(res.get("pass_threshold"))
-        specs.append({"id": cid, "type": _str(res.get("criterion_type")), "description": _str(res.get("description")),
-                      "gating": res.get("gating", True) is not False,
-                      "pass_threshold": threshold if threshold is not None else 0.9,
-                      "stop_when": "decided" if cid in armed else None})
-        score = _num(res.get("score"))
-        results.append({"type": "criterion", "run_id": run_id, "id": cid,
-                        # Kept as written: the store flags a score outside [0, 1] with a warning.
-                        "score": score,
-                        "details": res.get("details")})
-    start = {"type": "run_start", "run_id": run_id, "schema": "qita.trace/1",
-             "ts": _str(task.get("started_at")) or _str(run_meta.get("started_at")),
-             "task_id": task_id, "experiment": experiment, "variant": variant, "replicate": replicate,
-             "objective": _str(task.get("prompt")) or _str(task.get("description")),
-             "agent": _str(task.get("agent")) or _str(run_meta.get("agent")) or "coder_eval",
-             "model": _str(task.get("model")) or _str(run_meta.get("model")),
-             "criteria": specs, "early_stop": {"enabled": bool(early)}, "tags": ["coder_eval"],
-             "metadata": {"source": "coder_eval", "final_status": task.get("final_status")}}
-    iterations = task.get("iterations") if isinstance(task.get("iterations"), list) else []
-    records: list[dict[str, Any]] = [start, *(_step(run_id, i, it) for i, it in enumerate(iterations)), *results]
+        spec = {"id": cid, "type": _str(res.get("criterion_type")), "description": _str(res.get("description")),
+                "gating": res.get("gating", True) is not False,
+                "pass_threshold": threshold if threshold is not None else 0.9,
+                "stop_when": stop_when if (enabled or base in armed) else None}
+        weight = _num(config.get("weight"))
+        if weight is not None:
+            spec["weight"] = weight
+        if stop_when is not None and not enabled:
+            spec["armable_as"] = stop_when  # armed only in a variant with early stop on
+        specs.append(spec)
+        evaluated = res.get("evaluation_status", "evaluated") != "not_evaluated"
+        details = res.get("details")
+        if res.get("error"):
+            details = f"{details}\n\nerror: {res['error']}" if details else f"error: {res['error']}"
+        record: dict[str, Any] = {"type": "criterion", "id": cid,
+                                  # Kept as written: the store flags a score outside [0, 1].
+                                  "score": _num(res.get("score")) if evaluated else None,
+                                  "details": details if evaluated else (details or "not evaluated: the check did not run")}
+        for key in ("result_kind", "evaluation_status", "observed_label", "expected_label", "findings", "transcript_path"):
+            if res.get(key) is not None:
+                record[key] = res[key]
+        results.append(record)
+    return specs, results, ids
+
+
+def _early_stop_enabled(limits: dict[str, Any], configured_armed: bool, early: dict[str, Any]) -> bool:
+    # `run_limits.stop_early: false` is the documented kill switch; unset leaves criteria
+    # that carry a `stop_early` block armed.
     if early:
-        deciding = criterion_id(early.get("deciding_criterion_type"), early.get("deciding_criterion_description")) \
-            if (early.get("deciding_criterion_type") or early.get("deciding_criterion_description")) else None
+        return True
+    switch = limits.get("stop_early")
+    if switch is False:
+        return False
+    return switch is True or configured_armed
+
+
+def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant: str, task_name: str,
+                 replicate: int, context: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+    """The v1 records of one task.json. `context`: what the results folder says about the
+    run (`experiment_id`, `description`, `results_run_id`, the run.json row)."""
+    context = context or {}
+    row = _dict(context.get("row"))
+    task_id = _str(task.get("task_id")) or task_name
+    variant = _str(task.get("variant_id")) or variant
+    status = _str(task.get("final_status"))
+    status_key = status.upper() if status else None
+    early = _dict(task.get("early_stop"))
+    armed = [a for a in _list(early.get("armed_criteria")) if isinstance(a, str)]
+    resolved = _dict(_dict(task.get("task_config")).get("resolved"))
+    limits = _dict(resolved.get("run_limits"))
+    configured_armed = any(isinstance(s, dict) and isinstance(s.get("stop_early"), dict)
+                           for s in _list(resolved.get("success_criteria")))
+    enabled = _early_stop_enabled(limits, configured_armed, early)
+    specs, results, ids = _criteria(task, armed, enabled)
+    for r in results:
+        r["run_id"] = run_id
+    steps = task_steps(run_id, task)
+
+    metadata = {k: v for k, v in {
+        "source": "coder_eval",
+        "final_status": status,
+        "experiment_id": context.get("experiment_id"),
+        "experiment_description": context.get("description"),
+        "results_run_id": context.get("results_run_id"),
+        "framework_version": context.get("framework_version") or _dict(task.get("environment_info")).get("coder_eval"),
+        "agent_wall_ms": row.get("agent_wall_ms"),
+        "setup_ms": task.get("setup_ms"),
+        "grading_ms": task.get("grading_ms"),
+        "total_assistant_turns": task.get("total_assistant_turns"),
+        "iteration_count": task.get("iteration_count"),
+        "weighted_score": task.get("weighted_score"),
+        "cost_complete": row.get("cost_complete"),
+        "initial_prompt": resolved.get("initial_prompt"),
+        "source_file": _dict(task.get("task_config")).get("source_file"),
+    }.items() if v is not None}
+    tags = ["coder_eval", *[t for t in _list(resolved.get("tags")) if isinstance(t, str) and t]]
+    budget = {
+        "max_steps": _int(limits.get("max_turns")),
+        "max_runtime_seconds": _num(limits.get("task_timeout")),
+        "max_tokens": _int(limits.get("max_total_tokens")),
+        "max_input_tokens": _int(limits.get("max_input_tokens")),
+        "max_output_tokens": _int(limits.get("max_output_tokens")),
+        "max_cost_usd": _num(limits.get("max_usd")),
+    }
+    if any(v is not None for k, v in budget.items() if k.startswith("max_") and "token" in k):
+        budget["tokens_counted"] = budget_counted(limits)
+    start = {"type": "run_start", "run_id": run_id, "schema": "qita.trace/1",
+             "ts": _str(task.get("started_at")), "task_id": task_id, "experiment": experiment, "variant": variant,
+             "replicate": replicate, "objective": _str(task.get("task_description")) or _str(resolved.get("description")),
+             "agent": _str(task.get("agent_type")) or _str(_dict(task.get("agent_config")).get("type")) or "coder_eval",
+             "model": _str(task.get("model_used")) or _str(row.get("model_used")),
+             "budget": budget, "criteria": specs, "early_stop": {"enabled": enabled}, "tags": list(dict.fromkeys(tags)),
+             "metadata": metadata}
+
+    records: list[dict[str, Any]] = [start, *steps, *results]
+    deciding = None
+    if early:
+        has_deciding = early.get("deciding_criterion_type") or early.get("deciding_criterion_description")
+        deciding_base = criterion_id(early.get("deciding_criterion_type"), early.get("deciding_criterion_description"))
+        deciding = ids.get(deciding_base, deciding_base) if has_deciding else None
         tci = _int(early.get("tool_call_index"))
+        turn = _int(early.get("sdk_turn_index"))
         records.append({"type": "early_stop", "run_id": run_id, "reason": _str(early.get("reason")),
-                        "deciding_criterion": deciding, "armed_criteria": armed,
-                        "step": _int(early.get("sdk_turn_index")),
-                        "tool_call_index": tci if tci is not None and tci >= 1 else None,
+                        "deciding_criterion": deciding, "armed_criteria": [ids.get(a, a) for a in armed],
+                        "step": turn, "tool_call_index": tci if tci is not None and tci >= 1 else None,
                         "elapsed_s": _num(early.get("elapsed_seconds")),
-                        "turns_remaining": _int(early.get("turns_remaining_at_stop"))})
-    status = (_str(task.get("final_status")) or "").lower()
-    errored = status in ("error", "errored", "crashed")
-    # Without a final_status the task.json does not say how the run ended: claim nothing.
-    records.append({"type": "run_end", "run_id": run_id, "ts": _str(task.get("ended_at")),
-                    "status": ("error" if errored else "completed") if status else None,
-                    "stop_reason": "early_stop" if early else ("unrecoverable_error" if errored else "final" if status else None),
-                    # An errored task did not pass, whatever its criteria scored.
-                    "verdict": "pass" if status in PASS else "fail" if status in FAIL or errored else None,
-                    "steps": len(iterations),
-                    "tokens": _tokens(task.get("token_usage", task.get("usage", task.get("tokens")))),
-                    "cost_usd": _cost(task), "elapsed_s": _num(task.get("duration_seconds"))})
+                        "turns_remaining": _int(early.get("turns_remaining_at_stop")),
+                        "gate_threshold": _num(early.get("gate_threshold"))})
+        if deciding and turn is not None:
+            live = {"criterion_passed": "pass"}.get(_str(early.get("reason")) or "", "fail")
+            for r in results:
+                if r["id"] == deciding:
+                    r["live_verdict"] = live
+                    r["decided_at_step"] = turn
+    records.append(_run_end(task, run_id=run_id, status_key=status_key, status=status, early=early,
+                            deciding_details=next((r.get("details") for r in results if r["id"] == deciding), None),
+                            steps=steps, row=row))
     return records
 
 
+def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], status: Optional[str],
+             early: dict[str, Any], deciding_details: Any, steps: list[dict[str, Any]],
+             row: dict[str, Any]) -> dict[str, Any]:
+    verdict = STATUS_VERDICT.get(status_key) if status_key else None
+    error = _str(task.get("error_message"))
+    if early:
+        stop_reason = "early_stop"
+    elif status_key in STATUS_STOP_REASON:
+        stop_reason = STATUS_STOP_REASON[status_key]
+    elif task.get("max_turns_exhausted") is True:
+        stop_reason = "budget_steps"
+    elif status_key:
+        stop_reason = "final"  # the agent ended its turn
+    else:
+        stop_reason = None  # a task.json without final_status does not say how the run ended
+    reason = None
+    if status_key and status_key != "SUCCESS" and status_key != "FAILURE":
+        reason = STATUS_WORDS.get(status_key, f"{status}: a status this board does not know")
+        if error:
+            reason += f" ({error})"
+    elif status_key == "FAILURE" and error:
+        reason = f"failed ({error})"
+
+    usage = tokens(task.get("total_token_usage"))
+    agent_cost = _num(row.get("agent_cost_usd")) if "agent_cost_usd" in row else \
+        _num(_dict(task.get("total_token_usage")).get("total_cost_usd"))
+    cost = _num(row.get("total_cost_usd")) if "total_cost_usd" in row else _bill(task, agent_cost)
+    agent_ms = _num(row.get("agent_wall_ms"))
+    if agent_ms is None:
+        timed = [d for d in (_num(it.get("duration_seconds")) for it in _list(task.get("iterations"))
+                             if isinstance(it, dict)) if d is not None and d > 0]
+        agent_s = sum(timed) if timed else None
+    else:
+        agent_s = agent_ms / 1000
+    commands = _int(task.get("actual_commands"))
+    if commands is None:
+        commands = sum(len(s["actions"]) for s in steps)
+    report = {k: v for k, v in {
+        "error_message": error,
+        "error_details": task.get("error_details"),
+        "error_log_tail": _str(task.get("error_log_tail")),
+        "post_failure_criteria_results": task.get("post_failure_criteria_results") or None,
+    }.items() if v is not None}
+    stop_detail = None
+    if early:
+        stop_detail = deciding_details if isinstance(deciding_details, str) else None
+    elif error:
+        stop_detail = error
+    final = steps[-1]["decision"].get("final_answer") if steps else None
+    return {"type": "run_end", "run_id": run_id, "ts": _str(task.get("completed_at")),
+            "status": (LIFECYCLE.get(status_key, "completed") if status_key else None),
+            "stop_reason": stop_reason, "stop_detail": stop_detail, "final_result": final,
+            "verdict": verdict, "verdict_reason": reason, "source_status": status,
+            "score": _num(task.get("weighted_score")),
+            "steps": len(steps), "tool_calls": commands, "tokens": usage,
+            "cost_usd": cost, "agent_cost_usd": agent_cost,
+            "elapsed_s": _num(task.get("duration_seconds")), "agent_elapsed_s": agent_s,
+            "failure_report": report or None}
+
+
+def _bill(task: dict[str, Any], agent_cost: Optional[float]) -> Optional[float]:
+    """The whole bill without run.json: the agent's spend plus each judge's (a judge's
+    token_usage is kept apart from the agent's). None when nothing was priced."""
+    judges = [_num(_dict(r.get("token_usage")).get("total_cost_usd"))
+              for r in _list(task.get("success_criteria_results")) if isinstance(r, dict)]
+    parts = [p for p in (agent_cost, *judges) if p is not None]
+    return sum(parts) if parts else None
+
+
+# -- finding task.json files -------------------------------------------------------------------
+
+def _subdirs(folder: str) -> list[os.DirEntry]:
+    try:
+        return sorted((e for e in os.scandir(folder)
+                       if e.is_dir(follow_symlinks=False) and e.name not in SKIP_DIRS and not e.name.startswith(".")),
+                      key=lambda e: e.name)
+    except OSError:
+        return []
+
+
+def _has(folder: str, name: str) -> bool:
+    return os.path.isfile(os.path.join(folder, name))
+
+
+def is_coder_eval_folder(folder: str) -> bool:
+    """A results folder, or any part of one: it holds task.json or a coder_eval summary,
+    or its subfolders (task folders) or their numbered subfolders (replicates) do."""
+    if _has(folder, TASK_FILE):
+        return True
+    if any(_has(folder, n) for n in SUMMARY_FILES):
+        return any(True for _ in _task_files(folder, limit=1))
+    for child in _subdirs(folder):
+        if _has(child.path, TASK_FILE):
+            return True
+        for grand in _subdirs(child.path):
+            if grand.name.isdigit() and _has(grand.path, TASK_FILE):
+                return True
+    return False
+
+
+def _task_files(root: str, limit: Optional[int] = None) -> Iterator[str]:
+    """Every task.json under `root` (itself included), not looking into artifacts."""
+    found = 0
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        if _has(folder, TASK_FILE):
+            yield os.path.join(folder, TASK_FILE)
+            found += 1
+            if limit and found >= limit:
+                return
+        if depth < MAX_DEPTH:
+            stack.extend((e.path, depth + 1) for e in reversed(_subdirs(folder)))
+
+
+def _results_root(folder: str, bound: Optional[str]) -> Optional[str]:
+    """The nearest folder at or above `folder` holding run.json or experiment.json; never
+    above `bound` (an upload's own folder) and never more than MAX_ANCESTORS up."""
+    current = os.path.abspath(folder)
+    stop = os.path.abspath(bound) if bound else None
+    for _ in range(MAX_ANCESTORS + 1):
+        if _has(current, "run.json") or _has(current, "experiment.json"):
+            return current
+        if stop is not None and current == stop:
+            return None
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return None
+
+
+class _Context:
+    """What a results folder says about its runs: ids, description, run.json rows."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Optional[str], dict[str, Any]] = {}
+
+    def of(self, root: Optional[str], *, named: Optional[str] = None) -> dict[str, Any]:
+        """The context of results folder `root` (None: no summary found; then `named`, the
+        name of the folder that holds the variant folders, stands for the results id)."""
+        if root is None and named is not None:
+            key: Optional[str] = "named:" + named
+            if key not in self._cache:
+                self._cache[key] = {"rows": {}, "results_run_id": named}
+            return self._cache[key]
+        if root in self._cache:
+            return self._cache[root]
+        ctx: dict[str, Any] = {"rows": {}}
+        if root is not None:
+            run, _ = read_json_document(os.path.join(root, "run.json"), 64 * 1024 * 1024) \
+                if _has(root, "run.json") else (None, None)
+            exp, _ = read_json_document(os.path.join(root, "experiment.json"), 64 * 1024 * 1024) \
+                if _has(root, "experiment.json") else (None, None)
+            run, exp = _dict(run), _dict(exp)
+            ctx["results_run_id"] = _str(run.get("run_id")) or os.path.basename(root)
+            ctx["experiment_id"] = _str(exp.get("experiment_id"))
+            ctx["description"] = _str(exp.get("description"))
+            ctx["framework_version"] = _str(run.get("framework_version"))
+            for r in _list(run.get("task_results")):
+                if isinstance(r, dict):
+                    key = (_str(r.get("variant_id")), _str(r.get("task_id")), _int(r.get("replicate_index")) or 0)
+                    ctx["rows"][key] = r
+        self._cache[root] = ctx
+        return ctx
+
+
+def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str, str, int, str]:
+    """(run_id, experiment, variant, task folder name, replicate) of one task.json."""
+    folder = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(folder)
+    if name.isdigit():
+        replicate = int(name)
+        task_dir = os.path.dirname(folder)
+    else:
+        replicate = 0  # the older layout: no replicate folders
+        task_dir = folder
+    task_name = os.path.basename(task_dir)
+    variant = _str(task.get("variant_id")) or os.path.basename(os.path.dirname(task_dir)) or "default"
+    task_id = _str(task.get("task_id")) or task_name
+    results = ctx.get("results_run_id") or _str(task.get("started_at")) or "coder_eval"
+    experiment = ctx.get("experiment_id") or ctx.get("results_run_id") or "coder_eval"
+    run_id = f"{results}/{variant}/{task_id}/{replicate:02d}"
+    if len(run_id) > 200:
+        import hashlib
+
+        run_id = run_id[:183] + "~" + hashlib.sha1(run_id.encode()).hexdigest()[:16]
+    return run_id, experiment[:400], variant, task_name, replicate
+
+
+def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context, bound: Optional[str],
+            holder: Optional[str] = None) -> Source:
+    """One task.json as a whole-document source; `holder` names its results if nothing else does."""
+    def produce() -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+        doc, err = read_json_document(path, MAX_TASK_JSON)
+        if err:
+            return [], [(None, err)]
+        if not isinstance(doc, dict) or not (doc.get("final_status") is not None or "success_criteria_results" in doc
+                                             or "iterations" in doc):
+            return [], [(None, "not a coder_eval task.json: no final_status, success_criteria_results or iterations")]
+        ctx = contexts.of(_results_root(os.path.dirname(path), bound), named=holder)
+        run_id, experiment, variant, task_name, replicate = _identity(path, doc, ctx)
+        row = ctx["rows"].get((variant, _str(doc.get("task_id")) or task_name, replicate))
+        return task_records(doc, run_id=run_id, experiment=experiment, variant=variant, task_name=task_name,
+                            replicate=replicate, context={**ctx, "row": row}), []
+
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    return Source(key=key_for(path, label, key_prefix), label=label, path=path, kind="document",
+                  source_format="coder_eval", produce=produce, size=size)
+
+
+def _holder_name(label: str) -> Optional[str]:
+    """The name of the folder holding the variant folders, read from the label (the path as
+    the user gave it, or the upload's names): `old/smoke/t01/task.json` -> `old`. Without
+    run.json or experiment.json it stands for the results id."""
+    parts = [p for p in label.replace("\\", "/").split("/") if p not in ("", ".")]
+    above = 4 if len(parts) >= 2 and parts[-2].isdigit() else 3  # [NN/]task/variant/holder
+    if len(parts) <= above:
+        return None
+    name = parts[-above - 1]
+    if name.lower().endswith(".zip"):
+        name = name[:-4]
+    return name or None
+
+
 def coder_eval_sources(folder: str, label: str, key_prefix: Optional[str]) -> list[Source]:
-    """One whole-document source per task.json."""
-    run_json, _err = read_json_document(os.path.join(folder, "run.json"))
-    run_meta = run_json if isinstance(run_json, dict) else {}
-    experiment = (_str(run_meta.get("run_id")) or os.path.basename(os.path.normpath(folder)) or "coder_eval")[:400]
-    sources = []
-    for variant, task_name, rep, path in _task_files(folder):
-        rel = f"{variant}/{task_name}/{rep}/task.json"
+    """One whole-document source per task.json under `folder`."""
+    contexts = _Context()
+    # An upload's folder is all there is: never look above it.
+    bound = folder if key_prefix else None
+    out = []
+    for path in _task_files(folder):
+        rel = os.path.relpath(path, folder).replace(os.sep, "/")
         src_label = join_label(label, rel)
+        out.append(_source(path, src_label, key_prefix, contexts, bound, _holder_name(src_label)))
+    return out
 
-        def produce(path=path, variant=variant, task_name=task_name, rep=rep):
-            doc, err = read_json_document(path, MAX_TASK_JSON)
-            if err:
-                return [], [(None, err)]
-            if not isinstance(doc, dict):
-                return [], [(None, "task.json is not a JSON object")]
-            replicate = int(rep) if rep.isdigit() else 0
-            return task_records(doc, experiment=experiment, variant=variant, task_name=task_name,
-                                replicate=replicate, run_meta=run_meta), []
 
-        sources.append(Source(key=key_for(path, src_label, key_prefix), label=src_label, path=path, kind="document",
-                              source_format="coder_eval", produce=produce, size=os.path.getsize(path)))
-    return sources
+def task_json_source(path: str, label: str, key_prefix: Optional[str]) -> Source:
+    """A task.json given on its own (its results folder, when it is inside one, still names it)."""
+    return _source(path, label, key_prefix, _Context(), os.path.dirname(path) if key_prefix else None,
+                   _holder_name(label))
 
 
 register_folder_reader(is_coder_eval_folder, coder_eval_sources)

@@ -45,6 +45,8 @@ class Discovery:
 
     sources: list[Source] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    #: paths that exist but hold nothing the board can read (a usage error for the CLI)
+    empty: list[str] = field(default_factory=list)
     errors: list[tuple[str, Optional[int], str]] = field(default_factory=list)
     #: temporary folders (unpacked archives) to remove once the sources were read
     cleanup: list[str] = field(default_factory=list)
@@ -150,16 +152,55 @@ def discover(paths: list[str], *, key_prefix: Optional[str] = None, labels: Opti
     return out
 
 
+NOTHING_FOUND = "no traces found in {}: expected JSONL files, QitOS run folders or coder_eval results"
+#: coder_eval's summaries: given alone they hold no run, only its results folder does.
+SUMMARY_JSON = ("run.json", "experiment.json", "variant.json")
+
+
 def _add(path: str, label: str, key_prefix: Optional[str], out: Discovery) -> None:
+    before = (len(out.sources), len(out.errors))
     if os.path.isdir(path):
         _walk(path, label, key_prefix, out)
     elif path.lower().endswith(".zip"):
         from .archives import zip_sources
 
         zip_sources(path, label, key_prefix, out)
+    elif path.lower().endswith(".json"):
+        _json_document(path, label, key_prefix, out)
+        return
     else:
         key = f"{key_prefix}{label}" if key_prefix else None
         out.sources.append(_file_source(path, label, key))
+    if (len(out.sources), len(out.errors)) == before:
+        out.empty.append(label)
+        out.errors.append((label, None, NOTHING_FOUND.format(label)))
+
+
+def _json_document(path: str, label: str, key_prefix: Optional[str], out: Discovery) -> None:
+    """A `.json` file: one JSON document, never JSON Lines. A coder_eval task.json is read;
+    anything else is one clear error, not one per line."""
+    from .coder_eval import task_json_source
+
+    # The name as given: an upload's stored copy has a name the board made.
+    name = label.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    if name in SUMMARY_JSON:
+        out.empty.append(label)
+        out.errors.append((label, None, f"coder_eval's {name} summarizes a results folder and holds no run itself: "
+                                        "ingest the folder that holds it (or a zip of it)"))
+        return
+    head = b""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError as exc:
+        out.errors.append((label, None, f"cannot read file: {exc.strerror or type(exc).__name__}"))
+        return
+    if name == "task.json" or (b'"final_status"' in head or b'"success_criteria_results"' in head):
+        out.sources.append(task_json_source(path, label, key_prefix))
+        return
+    out.empty.append(label)
+    out.errors.append((label, None, "not a trace: a JSON document, not JSON Lines (one record per line); "
+                                    "expected JSONL files, QitOS run folders or coder_eval results"))
 
 
 def key_for(path: str, label: str, key_prefix: Optional[str]) -> str:

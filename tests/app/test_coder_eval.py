@@ -1,160 +1,449 @@
-"""coder_eval results folders (<run_id>/<variant_id>/<task_id>/<NN>/task.json, run.json at the root).
+"""coder_eval results read as coder_eval means them.
 
-The fixtures are built here from the documented field names only.
+The real experiment in `../shared/traces/coder_eval-runs/` (written by coder_eval 0.12.16)
+is read at test time. Every expected figure is worked out here from its task.json and
+run.json files by coder_eval's documented rules (its REPORT_SCHEMA.md), never with the
+importer's code: FinalStatus categories for verdicts, token buckets summed once, the
+run.json row for the bill and the agent's wall time, `total_assistant_turns` for steps,
+`iterations[].commands` for tool calls. Fixture folders of this file's own cover the
+older layout and paths that hold nothing.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import zipfile
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import quote
 
 import orjson
+import pytest
 from sqlmodel import Session
 
 from app import queries
 
-import pytest
-
 pytestmark = pytest.mark.both_backends
 
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "coder_eval-runs"
+RESULTS = next(iter(sorted(SHARED.glob("*/run.json"))), None)
+needs_shared = pytest.mark.skipif(RESULTS is None, reason="../shared/traces/coder_eval-runs is not on this machine")
 
-def criterion(ctype: str, description: str, score: float, *, threshold: float = 0.5, gating: bool = True) -> dict[str, Any]:
-    return {"criterion_type": ctype, "description": description, "score": score, "pass_threshold": threshold,
-            "gating": gating, "details": {"note": f"{ctype} checked"}}
+# coder_eval's FinalStatus -> reporting category (REPORT_SCHEMA.md, "FinalStatus").
+CATEGORY = {"SUCCESS": "succeeded", "FAILURE": "failed", "TIMEOUT": "failed", "MAX_TURNS_EXHAUSTED": "failed",
+            "TOKEN_BUDGET_EXCEEDED": "failed", "COST_BUDGET_EXCEEDED": "failed", "ERROR": "error",
+            "BUILD_FAILED": "error", "NOT_GRADED": "ungraded"}
+BOARD_VERDICT = {"succeeded": "pass", "failed": "fail", "error": "error", "ungraded": "not_graded"}
 
 
-def task_json(task_id: str, variant: str, *, final_status: str, criteria: list[dict[str, Any]],
-              early_stop: Optional[dict[str, Any]] = None, iterations: int = 2, duration: float = 10.0,
-              tokens: Optional[dict[str, int]] = None, cost: Optional[float] = 0.5) -> dict[str, Any]:
-    return {
-        "task_id": task_id,
-        "variant_id": variant,
-        "final_status": final_status,
-        "success_criteria_results": criteria,
-        "early_stop": early_stop,
-        "duration_seconds": duration,
-        "token_usage": tokens if tokens is not None else {"input_tokens": 100, "output_tokens": 20},
-        "cost": cost,
-        "iterations": [{"text": f"turn {i}", "tool_calls": [{"name": "Bash", "input": {"command": f"ls {i}"},
-                                                             "output": "file.txt"}]}
-                       for i in range(iterations)],
+# -- what coder_eval itself says, per task.json ---------------------------------------------
+
+def expected_runs(results: Path) -> dict[str, dict[str, Any]]:
+    """Per task.json, the figures coder_eval reports, keyed by the board's run id."""
+    run = json.loads((results / "run.json").read_text())
+    rows = {(r["variant_id"], r["task_id"], r["replicate_index"]): r for r in run["task_results"]}
+    out = {}
+    for path in sorted(results.glob("*/*/*/task.json")):
+        task = json.loads(path.read_text())
+        variant, task_dir, rep = path.parts[-4], path.parts[-3], path.parts[-2]
+        row = rows[(task["variant_id"], task["task_id"], int(rep))]
+        usage = task["total_token_usage"]
+        es = task["early_stop"]
+        out[f"{run['run_id']}/{variant}/{task_dir}/{rep}"] = {
+            "task": task,
+            "task_id": task["task_id"],
+            "variant": variant,
+            "replicate": int(rep),
+            "status": task["final_status"],
+            "verdict": BOARD_VERDICT[CATEGORY[task["final_status"]]],
+            # "sum the buckets": uncached input, output and both cache buckets, each once
+            "tokens": usage["uncached_input_tokens"] + usage["output_tokens"]
+            + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"],
+            "uncached": usage["uncached_input_tokens"],
+            "cache_read": usage["cache_read_input_tokens"],
+            "cache_write": usage["cache_creation_input_tokens"],
+            "output": usage["output_tokens"],
+            "cost": row["total_cost_usd"],
+            "agent_cost": row["agent_cost_usd"],
+            "turns": task["total_assistant_turns"],
+            "tool_calls": sum(len(it["commands"]) for it in task["iterations"]),
+            "agent_s": row["agent_wall_ms"] / 1000,
+            "elapsed_s": task["duration_seconds"],
+            "early_stop": es,
+            "model": task["model_used"],
+            "objective": task["task_description"],
+            "max_turns": task["task_config"]["resolved"]["run_limits"]["max_turns"],
+        }
+    return out
+
+
+@pytest.fixture
+def real(ingest):
+    assert RESULTS is not None
+    report = ingest(RESULTS.parent)
+    assert report.errors == []
+    return expected_runs(RESULTS.parent)
+
+
+def _api_run(client, run_id: str) -> dict[str, Any]:
+    response = client.get("/api/runs/" + quote(run_id, safe=""))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@needs_shared
+def test_every_run_has_the_verdict_tokens_cost_and_turns_coder_eval_reports(real, engine):
+    assert len(real) == json.loads((RESULTS.parent / "run.json").read_text())["tasks_run"]
+    with Session(engine) as session:
+        for run_id, want in real.items():
+            row = queries.get_run_row(session, run_id=run_id)
+            assert row is not None, run_id
+            got = {k: row[k] for k in ("verdict", "source_status", "tokens_total", "tokens_cache_read",
+                                       "tokens_cache_write", "tokens_output", "steps", "tool_calls", "model",
+                                       "objective", "task_id", "variant", "replicate")}
+            assert got == {"verdict": want["verdict"], "source_status": want["status"], "tokens_total": want["tokens"],
+                           "tokens_cache_read": want["cache_read"], "tokens_cache_write": want["cache_write"],
+                           "tokens_output": want["output"], "steps": want["turns"], "tool_calls": want["tool_calls"],
+                           "model": want["model"], "objective": want["objective"], "task_id": want["task_id"],
+                           "variant": want["variant"], "replicate": want["replicate"]}, run_id
+            # input holds the uncached input and both caches once: input + output = total
+            assert row["tokens_input"] == want["uncached"] + want["cache_read"] + want["cache_write"]
+            assert row["cost_usd"] == pytest.approx(want["cost"]) and row["agent_cost_usd"] == pytest.approx(want["agent_cost"])
+            assert row["agent_elapsed_s"] == pytest.approx(want["agent_s"])
+            assert row["elapsed_s"] == pytest.approx(want["elapsed_s"])
+            assert row["budget_max_steps"] == want["max_turns"]
+            assert row["early_stopped"] is (want["early_stop"] is not None)
+
+
+@needs_shared
+def test_a_budget_breach_fails_whatever_the_criteria_said_and_the_page_says_why(real, client):
+    breached = {rid: w for rid, w in real.items() if w["status"] == "TOKEN_BUDGET_EXCEEDED"}
+    assert breached
+    for run_id, want in breached.items():
+        data = _api_run(client, run_id)
+        run = data["run"]
+        assert run["verdict"] == "fail"
+        assert run["verdict_reason"].startswith("failed: token budget exceeded")
+        assert want["task"]["error_message"] in run["verdict_reason"]
+        page = client.get("/runs/" + quote(run_id, safe="")).text
+        assert "failed: token budget exceeded" in page and "TOKEN_BUDGET_EXCEEDED" in page
+    # the e2e run of the token-hungry task: its gating criteria all passed, the status still wins
+    e2e = next(w for w in breached.values() if w["variant"] == "e2e")
+    gating = [c for c in e2e["task"]["success_criteria_results"] if c["gating"]]
+    assert all(c["score"] >= c["pass_threshold"] for c in gating)
+    run_id = next(rid for rid, w in breached.items() if w is e2e)
+    assert _api_run(client, run_id)["run"]["criteria_verdict"] == "pass"
+
+
+@needs_shared
+def test_steps_are_assistant_turns_with_their_tool_calls_and_tokens_add_up(real, client):
+    for run_id, want in real.items():
+        steps = client.get("/api/runs/" + quote(run_id, safe="") + "/steps", params={"limit": 200}).json()["data"]
+        assert [s["step"] for s in steps] == list(range(1, want["turns"] + 1)), run_id
+        commands = [c for it in want["task"]["iterations"] for c in it["commands"]]
+        calls = [(a["name"], a["args"]) for s in steps for a in s["record"]["actions"]]
+        assert calls == [(c["tool_name"], c["parameters"]) for c in commands], run_id
+        # coder_eval's token invariant: the messages' buckets add up to the turn's usage
+        assert sum(s["tokens"]["total"] for s in steps) == want["tokens"], run_id
+        statuses = [r["status"] for s in steps for r in s["record"]["action_results"]]
+        assert statuses == [c["result_status"] for c in commands]
+
+
+@needs_shared
+def test_early_stop_lines_up_with_the_steps_shown(real, client):
+    stopped = {rid: w for rid, w in real.items() if w["early_stop"]}
+    assert stopped
+    for run_id, want in stopped.items():
+        es = want["early_stop"]
+        data = _api_run(client, run_id)
+        early = data["early_stop"]
+        assert early["reason"] == es["reason"]
+        assert early["step"] == es["sdk_turn_index"] == data["run"]["steps"]
+        assert early["tool_call_index"] == es["tool_call_index"]
+        assert early["turns_remaining"] == es["turns_remaining_at_stop"] == want["max_turns"] - es["sdk_turn_index"]
+        assert early["armed_criteria"] == es["armed_criteria"]
+        assert early["deciding_criterion"] == f"{es['deciding_criterion_type']}: {es['deciding_criterion_description']}"
+        assert early["record"]["gate_threshold"] == es["gate_threshold"]
+        # the call that decided the stop sits in the step the stop names
+        steps = client.get("/api/runs/" + quote(run_id, safe="") + "/steps", params={"limit": 200}).json()["data"]
+        holder = next(s for s in steps if any(t.get("call_index") == es["tool_call_index"]
+                                              for t in s["record"]["tool_invocations"]))
+        assert holder["step"] == es["sdk_turn_index"]
+        armed = {c["id"] for c in data["criteria"] if c["armed"]}
+        assert armed == set(es["armed_criteria"])
+        advisory = {c["id"] for c in data["criteria"] if c["advisory"]}
+        gating = {f"{c['criterion_type']}: {c['description']}" for c in want["task"]["success_criteria_results"]
+                  if c["gating"]}
+        assert advisory == gating - armed
+
+
+@needs_shared
+def test_a_crashed_run_is_an_error_with_its_retried_iterations_shown(real, client):
+    crashed = {rid: w for rid, w in real.items() if w["status"] == "ERROR"}
+    assert crashed
+    for run_id, want in crashed.items():
+        run = _api_run(client, run_id)["run"]
+        assert run["verdict"] == "error" and run["status"] == "error"
+        assert want["task"]["error_message"] in run["verdict_reason"]
+        steps = client.get("/api/runs/" + quote(run_id, safe="") + "/steps", params={"limit": 200}).json()["data"]
+        iterations = want["task"]["iterations"]
+        crashed_its = [i for i, it in enumerate(iterations) if it["crashed"]]
+        assert sum(1 for s in steps if s["record"].get("crashed")) == len(crashed_its)
+        # every iteration after a crash starts with a retried step
+        assert run["retries"] == sum(1 for i in crashed_its if i + 1 < len(iterations))
+
+
+@needs_shared
+def test_run_list_figures_equal_run_json(real, client):
+    summary = json.loads((RESULTS.parent / "run.json").read_text())
+    stats = client.get("/api/runs", params={"limit": 500}).json()["stats"]
+    assert stats["runs"] == summary["tasks_run"]
+    assert stats["passed"] == summary["tasks_succeeded"]
+    assert stats["failed"] == summary["tasks_failed"]
+    assert stats["errored"] == summary["tasks_error"]
+    assert stats["graded"] == summary["tasks_graded"]
+    assert stats["pass_rate"] == pytest.approx(summary["pass_rate"])
+
+
+@needs_shared
+def test_each_variant_totals_equal_experiment_json(real, client):
+    exp = json.loads((RESULTS.parent / "experiment.json").read_text())
+    for variant, agg in exp["variant_aggregates"].items():
+        data = client.get("/api/runs", params={"experiment": exp["experiment_id"], "variant": variant,
+                                               "limit": 500}).json()
+        assert sum(r["tokens_total"] for r in data["data"]) == agg["total_tokens"]
+        assert len({r["task_id"] for r in data["data"]}) == agg["tasks_run"]
+        # the aggregate counts tasks; where a task's replicates agree they are one outcome
+        by_task: dict[str, set[str]] = {}
+        for r in data["data"]:
+            by_task.setdefault(r["task_id"], set()).add(r["verdict"])
+        assert all(len(v) == 1 for v in by_task.values())
+        outcome = [next(iter(v)) for v in by_task.values()]
+        assert (outcome.count("pass"), outcome.count("fail"), outcome.count("error")) == (
+            agg["tasks_succeeded"], agg["tasks_failed"], agg["tasks_error"])
+
+
+def _hand_compare(real: dict[str, dict[str, Any]], a: str, b: str) -> dict[str, Any]:
+    """Pairs by (task, replicate); pass against a miss (fail or error); totals over pairs."""
+    side = {v: {(w["task_id"], w["replicate"]): w for w in real.values() if w["variant"] == v} for v in (a, b)}
+    keys = sorted(side[a].keys() & side[b].keys())
+    out: dict[str, Any] = {"paired": len(keys), "only_a": sorted(k[0] for k in side[a].keys() - side[b].keys())}
+    conf = {"pass_pass": 0, "pass_fail": 0, "fail_pass": 0, "fail_fail": 0}
+    for k in keys:
+        va = "pass" if side[a][k]["verdict"] == "pass" else "fail"
+        vb = "pass" if side[b][k]["verdict"] == "pass" else "fail"
+        conf[f"{va}_{vb}"] += 1
+    out["confusion"] = conf
+    out["agree"] = conf["pass_pass"] + conf["fail_fail"]
+    for name, key in (("steps", "turns"), ("tool_calls", "tool_calls"), ("tokens", "tokens"), ("cost_usd", "cost"),
+                      ("agent_s", "agent_s"), ("elapsed_s", "elapsed_s")):
+        ta = sum(side[a][k][key] for k in keys)
+        tb = sum(side[b][k][key] for k in keys)
+        out[name] = (ta, tb, 100 * (tb - ta) / tb)
+    out["early_a"] = sum(1 for k in keys if side[a][k]["early_stop"])
+    out["errored_a"] = sum(1 for k in keys if side[a][k]["verdict"] == "error" and not side[a][k]["early_stop"])
+    return out
+
+
+@needs_shared
+def test_compare_summary_equals_a_hand_computation(real, client):
+    exp = json.loads((RESULTS.parent / "experiment.json").read_text())
+    want = _hand_compare(real, "smoke", "e2e")
+    data = client.get("/api/compare", params={"experiment": exp["experiment_id"], "a": "smoke", "b": "e2e"}).json()
+    s = data["summary"]
+    assert s["paired"] == want["paired"]
+    assert s["only_a"] == want["only_a"]
+    assert s["confusion"] == want["confusion"]
+    assert s["verdict_agreement"] == {"agree": want["agree"], "total": want["paired"]}
+    for name in ("steps", "tool_calls", "tokens", "cost_usd", "agent_s", "elapsed_s"):
+        ta, tb, pct = want[name]
+        assert s[name]["a"] == pytest.approx(ta) and s[name]["b"] == pytest.approx(tb), name
+        assert s[name]["saved_pct"] == pytest.approx(pct), name
+    assert s["early_stopped_a"] == want["early_a"]
+    assert s["errored_a"] == want["errored_a"]
+    assert s["ran_to_end_a"] == want["paired"] - want["early_a"] - want["errored_a"]
+    assert f"{round(want['agent_s'][2])}% less agent time" in data["headline"]
+
+
+@needs_shared
+def test_a_zip_of_the_results_folder_reads_the_same_runs(real, client, engine):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path in sorted(RESULTS.parent.rglob("*")):
+            if path.is_file():
+                zf.write(path, str(path.relative_to(RESULTS.parent.parent)))
+    body = client.post("/api/traces", files=[("files", ("results.zip", buf.getvalue(), "application/zip"))]).json()
+    assert body["errors"] == []
+    # the same run ids as the folder: the runs are updated, not duplicated
+    assert body["runs_created"] == [] and sorted(body["runs_updated"]) == sorted(real)
+
+
+@needs_shared
+def test_the_run_page_shows_the_buckets_the_status_and_both_times(real, client):
+    run_id, want = next((rid, w) for rid, w in real.items() if w["status"] == "SUCCESS" and w["early_stop"])
+    page = client.get("/runs/" + quote(run_id, safe="")).text
+    assert f"{want['uncached']:,} uncached input + {want['cache_write']:,} cache write + " \
+           f"{want['cache_read']:,} cache read + {want['output']:,} output" in page
+    assert "coder_eval: SUCCESS" in page
+    assert "end to end" in page
+
+
+# -- fixture folders of this file's own --------------------------------------------------------
+
+def task_json(task_id: str, variant: str, *, status: str, turns: list[tuple[str, list[str]]],
+              usage: dict[str, Any], early_stop: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """A task.json in coder_eval's documented field names: one iteration, one assistant
+    message per turn, each with the commands (`tool_use_ids`) it issued."""
+    messages, commands = [], []
+    for i, (text, cmds) in enumerate(turns):
+        ids = [f"tool-{i}-{j}" for j in range(len(cmds))]
+        messages.append({"role": "assistant", "content_blocks": [{"block_type": "text", "text": text}],
+                         "tool_use_ids": ids, "input_tokens": 10, "output_tokens": 5, "cache_creation_tokens": 0,
+                         "cache_read_tokens": 0})
+        commands += [{"tool_name": "Bash", "tool_id": tid, "assistant_turn_index": i, "parameters": {"command": c},
+                      "result_status": "success", "result_summary": "ok", "duration_ms": 3.0}
+                     for tid, c in zip(ids, cmds)]
+    return {"task_id": task_id, "task_description": f"do {task_id}", "variant_id": variant, "final_status": status,
+            "started_at": "2026-01-02T03:04:05", "completed_at": "2026-01-02T03:04:09", "duration_seconds": 4.0,
+            "weighted_score": 1.0 if status == "SUCCESS" else 0.0,
+            "success_criteria_results": [{"criterion_type": "command_executed", "description": "ran ls",
+                                          "score": 1.0 if status == "SUCCESS" else 0.0, "pass_threshold": 0.9,
+                                          "gating": True}],
+            "iterations": [{"iteration": 1, "user_input": "go", "agent_output": "", "duration_seconds": 0.5,
+                            "commands": commands, "messages": messages, "crashed": False}],
+            "total_token_usage": usage, "total_assistant_turns": len(turns), "early_stop": early_stop}
+
+
+def test_the_older_layout_without_replicate_folders(ingest, engine, tmp_path):
+    root = tmp_path / "nightly"
+    for variant in ("smoke", "e2e"):
+        folder = root / variant / "t1"
+        folder.mkdir(parents=True)
+        # a file written before the token split: input_tokens alone is the uncached input
+        doc = task_json("t1", variant, status="SUCCESS", turns=[("look", ["ls"]), ("done", [])],
+                        usage={"input_tokens": 20, "output_tokens": 10, "cache_read_input_tokens": 100,
+                               "cache_creation_input_tokens": 50, "total_cost_usd": 0.01})
+        (folder / "task.json").write_bytes(orjson.dumps(doc))
+        # the sandbox copy is never read, however many files it has
+        (folder / "artifacts" / "venv").mkdir(parents=True)
+        (folder / "artifacts" / "venv" / "task.json").write_text("not json")
+        (folder / "artifacts" / "log.jsonl").write_text("not a trace\n")
+    report = ingest(root)
+    assert report.errors == [] and report.files == 2
+    assert sorted(report.created) == ["nightly/e2e/t1/00", "nightly/smoke/t1/00"]
+    with Session(engine) as session:
+        row = queries.get_run_row(session, run_id="nightly/smoke/t1/00")
+    assert (row["experiment"], row["variant"], row["task_id"], row["replicate"]) == ("nightly", "smoke", "t1", 0)
+    # 20 uncached + 100 read + 50 written, each once; + 10 output
+    assert (row["tokens_input"], row["tokens_total"], row["tokens_cache_read"], row["tokens_cache_write"]) == (170, 180, 100, 50)
+    assert (row["steps"], row["tool_calls"], row["verdict"]) == (2, 1, "pass")
+    # no run.json: the cost is the agent's spend, the whole bill as far as the file says
+    assert row["cost_usd"] == pytest.approx(0.01) and row["agent_cost_usd"] == pytest.approx(0.01)
+
+
+def test_a_single_task_folder_and_a_single_task_json(ingest, engine, tmp_path):
+    folder = tmp_path / "res" / "smoke" / "t2" / "03"
+    folder.mkdir(parents=True)
+    doc = task_json("t2", "smoke", status="MAX_TURNS_EXHAUSTED", turns=[("a", ["ls"]), ("b", ["ls -la"])],
+                    usage={"uncached_input_tokens": 20, "output_tokens": 10, "cache_read_input_tokens": 0,
+                           "cache_creation_input_tokens": 0, "input_tokens": 20, "total_cost_usd": None})
+    (folder / "task.json").write_bytes(orjson.dumps(doc))
+    (tmp_path / "res" / "run.json").write_bytes(orjson.dumps({"run_id": "2026-01-02_03-04-05", "task_results": []}))
+    report = ingest(folder / "task.json")
+    assert report.errors == [] and report.created == {"2026-01-02_03-04-05/smoke/t2/03"}
+    with Session(engine) as session:
+        row = queries.get_run_row(session, run_id="2026-01-02_03-04-05/smoke/t2/03")
+    assert (row["replicate"], row["verdict"], row["stop_reason"], row["source_status"]) == (3, "fail", "budget_steps",
+                                                                                         "MAX_TURNS_EXHAUSTED")
+    assert row["verdict_reason"] == "failed: turn budget exhausted"
+    # unpriced is not free
+    assert row["cost_usd"] is None and row["agent_cost_usd"] is None
+    again = ingest(folder.parent)  # the task folder: the same run, nothing new
+    assert again.errors == [] and again.created == set()
+
+
+@pytest.mark.parametrize("status,verdict", [("SUCCESS", "pass"), ("FAILURE", "fail"), ("TIMEOUT", "fail"),
+                                            ("COST_BUDGET_EXCEEDED", "fail"), ("BUILD_FAILED", "error"),
+                                            ("NOT_GRADED", "not_graded")])
+def test_final_status_categories(ingest, engine, tmp_path, status, verdict):
+    folder = tmp_path / "r" / "v" / "t" / "00"
+    folder.mkdir(parents=True)
+    doc = task_json("t", "v", status=status, turns=[("a", ["ls"])],
+                    usage={"uncached_input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": 0,
+                           "cache_creation_input_tokens": 0})
+    (folder / "task.json").write_bytes(orjson.dumps(doc))
+    ingest(tmp_path / "r")
+    with Session(engine) as session:
+        row = queries.get_run_row(session, run_id="r/v/t/00")
+    assert (row["verdict"], row["source_status"]) == (verdict, status)
+
+
+def test_paths_that_hold_nothing_are_named(ingest, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("hello")
+    other = tmp_path / "config.json"
+    other.write_text('{\n  "a": 1\n}\n')
+    summary = tmp_path / "run.json"
+    summary.write_text('{"run_id": "x"}')
+    report = ingest(empty, tmp_path / "notes", other, summary)
+    messages = {(e.file, e.message) for e in report.errors}
+    assert messages == {
+        (str(empty), f"no traces found in {empty}: expected JSONL files, QitOS run folders or coder_eval results"),
+        (str(tmp_path / "notes"),
+         f"no traces found in {tmp_path / 'notes'}: expected JSONL files, QitOS run folders or coder_eval results"),
+        (str(other), "not a trace: a JSON document, not JSON Lines (one record per line); "
+                     "expected JSONL files, QitOS run folders or coder_eval results"),
+        (str(summary), "coder_eval's run.json summarizes a results folder and holds no run itself: "
+                       "ingest the folder that holds it (or a zip of it)"),
     }
+    assert report.empty == [str(empty), str(tmp_path / "notes"), str(other), str(summary)]
 
 
-def write_results(root: Path, run_id: str, tasks: list[tuple[str, str, int, dict[str, Any]]]) -> Path:
-    """root/run_id/run.json and root/run_id/<variant>/<task>/<NN>/task.json; returns the results folder."""
-    folder = root / run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "run.json").write_bytes(orjson.dumps({"run_id": run_id, "tasks": len(tasks)}))
-    for variant, task, rep, doc in tasks:
-        target = folder / variant / task / f"{rep:02d}"
-        target.mkdir(parents=True, exist_ok=True)
-        (target / "task.json").write_bytes(orjson.dumps(doc))
-    return folder
+def test_the_cli_exits_2_on_a_path_with_nothing_to_read(tmp_path):
+    from click.testing import CliRunner
+
+    from app.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["ingest", str(empty), "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert f"no traces found in {empty}: expected JSONL files, QitOS run folders or coder_eval results" in result.output
+
+
+def test_an_upload_of_a_task_json_and_of_an_empty_zip(client):
+    doc = task_json("solo", "smoke", status="SUCCESS", turns=[("a", ["ls"])],
+                    usage={"uncached_input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": 0,
+                           "cache_creation_input_tokens": 0})
+    body = client.post("/api/traces", files=[("files", ("task.json", orjson.dumps(doc), "application/json"))]).json()
+    assert body["errors"] == [] and body["runs_created"] == ["2026-01-02T03:04:05/smoke/solo/00"]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("results/readme.txt", "nothing here")
+    body = client.post("/api/traces", files=[("files", ("empty.zip", buf.getvalue(), "application/zip"))]).json()
+    assert body["rejected"] == ["empty.zip: no traces found in empty.zip: expected JSONL files, QitOS run folders "
+                                "or coder_eval results"]
 
 
 def smoke_e2e_results(root: Path, run_id: str = "ce-run-1") -> Path:
-    """A small smoke/e2e experiment: the smoke run of `activate` stops early on a pass."""
-    armed = "skill_triggered: loads the csv skill"
-    smoke = task_json("activate", "smoke", final_status="passed", iterations=1, duration=4.0, cost=0.1,
-                      tokens={"input_tokens": 300, "output_tokens": 50},
-                      criteria=[criterion("skill_triggered", "loads the csv skill", 1.0),
-                                criterion("file_exists", "writes out.csv", 0.0)],
-                      early_stop={"reason": "criterion_passed", "deciding_criterion_type": "skill_triggered",
-                                  "deciding_criterion_description": "loads the csv skill", "armed_criteria": [armed],
-                                  "sdk_turn_index": 0, "tool_call_index": 1, "elapsed_seconds": 3.5,
-                                  "turns_remaining_at_stop": 4})
-    e2e = task_json("activate", "e2e", final_status="failed", iterations=3, duration=12.0, cost=0.4,
-                    tokens={"input_tokens": 900, "output_tokens": 100},
-                    criteria=[criterion("skill_triggered", "loads the csv skill", 1.0),
-                              criterion("file_exists", "writes out.csv", 0.0)])
-    return write_results(root, run_id, [("smoke", "activate", 0, smoke), ("e2e", "activate", 0, e2e)])
-
-
-def test_task_json_maps_onto_a_run(ingest, engine, tmp_path):
-    folder = smoke_e2e_results(tmp_path)
-    report = ingest(folder)
-    assert report.errors == [] and report.files == 2
-    assert sorted(report.created) == ["ce-run-1/e2e/activate/00", "ce-run-1/smoke/activate/00"]
-    with Session(engine) as session:
-        smoke = queries.get_run_row(session, run_id="ce-run-1/smoke/activate/00")
-        e2e = queries.get_run_row(session, run_id="ce-run-1/e2e/activate/00")
-        assert (smoke["experiment"], smoke["variant"], smoke["task_id"], smoke["replicate"]) == ("ce-run-1", "smoke", "activate", 0)
-        assert smoke["source_format"] == "coder_eval"
-        # final_status is the recorded verdict; smoke stopped early and gates on its armed criterion only.
-        assert smoke["verdict"] == "pass" and e2e["verdict"] == "fail"
-        assert smoke["early_stopped"] is True and e2e["early_stopped"] is False
-        assert smoke["stop_reason"] == "early_stop" and e2e["stop_reason"] == "final"
-        assert (smoke["steps"], smoke["tokens_total"], smoke["elapsed_s"], smoke["cost_usd"]) == (1, 350, 4.0, 0.1)
-        assert (e2e["steps"], e2e["tokens_total"], e2e["elapsed_s"], e2e["cost_usd"]) == (3, 1000, 12.0, 0.4)
-        early = queries.get_early_stop(session, run_pk=smoke["id"])
-        assert early["reason"] == "criterion_passed"
-        assert early["deciding_criterion"] == "skill_triggered: loads the csv skill"
-        assert early["armed_criteria"] == ["skill_triggered: loads the csv skill"]
-        assert (early["step"], early["tool_call_index"], early["elapsed_s"], early["turns_remaining"]) == (0, 1, 3.5, 4)
-        crits = queries.get_criteria(session, run_pk=smoke["id"], early_stop_enabled=smoke["early_stop_enabled"],
-                                     early_stopped=True, armed_ids=early["armed_criteria"])
-        by_id = {c["id"]: c for c in crits}
-        armed = by_id["skill_triggered: loads the csv skill"]
-        advisory = by_id["file_exists: writes out.csv"]
-        assert armed["armed"] and armed["passed"] is True and armed["pass_threshold"] == 0.5
-        assert advisory["advisory"] and advisory["passed"] is False
-        assert advisory["details"] == {"note": "file_exists checked"}
-        steps, total = queries.get_steps(session, run_pk=e2e["id"], limit=10)
-        assert total == 3
-        assert steps[2]["record"]["actions"] == [{"name": "Bash", "args": {"command": "ls 2"}}]
-        assert steps[2]["record"]["action_results"] == ["file.txt"]
-
-
-def test_verdict_is_derived_when_final_status_is_not_a_verdict(ingest, engine, tmp_path):
-    doc = task_json("t", "e2e", final_status="completed",
-                    criteria=[criterion("command_executed", "runs tests", 0.9, threshold=0.8),
-                              criterion("judge", "explains", 0.1, gating=False)])
-    folder = write_results(tmp_path, "r2", [("e2e", "t", 3, doc)])
-    assert ingest(folder).ok
-    with Session(engine) as session:
-        row = queries.get_run_row(session, run_id="r2/e2e/t/03")
-    # 0.9 >= 0.8 on the only gating criterion; the informational one does not gate.
-    assert row["verdict"] == "pass" and row["replicate"] == 3 and row["early_stopped"] is False
-
-
-def test_reingest_changes_nothing_and_null_early_stop_is_not_a_stop(ingest, engine, tmp_path):
-    folder = smoke_e2e_results(tmp_path)
-    assert len(ingest(folder).created) == 2
-    again = ingest(folder)
-    assert again.records == 0 and not again.created and not again.run_ids
-
-
-def test_a_folder_above_the_results_is_searched(ingest, tmp_path):
-    smoke_e2e_results(tmp_path / "all", "first")
-    smoke_e2e_results(tmp_path / "all", "second")
-    report = ingest(tmp_path / "all")
-    assert len(report.created) == 4 and report.errors == []
-
-
-def test_broken_task_json_is_reported_by_name(ingest, tmp_path):
-    folder = smoke_e2e_results(tmp_path)
-    (folder / "e2e" / "activate" / "00" / "task.json").write_text("{not json")
-    report = ingest(folder)
-    assert [str(e).split(":")[0] for e in report.errors] == [f"{folder}/e2e/activate/00/task.json"]
-    assert report.created == {"ce-run-1/smoke/activate/00"}
-
-
-def test_an_errored_task_fails_whatever_its_criteria_scored(ingest, engine, tmp_path):
-    doc = task_json("t", "e2e", final_status="error", criteria=[criterion("command_executed", "runs tests", 1.0)])
-    folder = write_results(tmp_path, "r3", [("e2e", "t", 0, doc)])
-    assert ingest(folder).ok
-    with Session(engine) as session:
-        row = queries.get_run_row(session, run_id="r3/e2e/t/00")
-    assert (row["verdict"], row["status"], row["stop_reason"]) == ("fail", "error", "unrecoverable_error")
-
-
-def test_an_out_of_range_score_is_kept_and_flagged(ingest, engine, tmp_path):
-    doc = task_json("t", "e2e", final_status="completed", criteria=[criterion("judge", "rates the fix", 7.5, threshold=0.9)])
-    folder = write_results(tmp_path, "r4", [("e2e", "t", 0, doc)])
-    report = ingest(folder)
-    assert report.ok
-    assert [w.message for w in report.warnings] == ["criterion 'judge: rates the fix': score 7.5 is outside [0, 1]; kept as written"]
-    with Session(engine) as session:
-        row = queries.get_run_row(session, run_id="r4/e2e/t/00")
-    assert row["verdict"] == "pass"
+    """root/run_id: run.json and a smoke/e2e pair of one task (for other modules' tests).
+    The smoke run stops early on a pass; the e2e run fails."""
+    folder = root / run_id
+    usage = {"uncached_input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 0, "total_cost_usd": 0.1}
+    smoke = task_json("activate", "smoke", status="SUCCESS", turns=[("look", ["ls"])], usage=usage,
+                      early_stop={"reason": "criterion_passed", "deciding_criterion_type": "command_executed",
+                                  "deciding_criterion_description": "ran ls",
+                                  "armed_criteria": ["command_executed: ran ls"], "sdk_turn_index": 1,
+                                  "tool_call_index": 1, "elapsed_seconds": 0.5, "turns_remaining_at_stop": 4,
+                                  "gate_threshold": 1.0})
+    e2e = task_json("activate", "e2e", status="FAILURE", turns=[("look", ["ls"]), ("more", ["ls -la"])], usage=usage)
+    for variant, doc in (("smoke", smoke), ("e2e", e2e)):
+        target = folder / variant / "activate" / "00"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "task.json").write_bytes(orjson.dumps(doc))
+    (folder / "run.json").write_bytes(orjson.dumps({"run_id": run_id, "task_results": []}))
+    return folder

@@ -66,7 +66,7 @@ def test_several_files_at_once_gzip_and_error_labels_never_show_server_paths(cli
     body = r.json()
     assert sorted(body["runs_created"]) == ["gz-run", "up/1"]
     assert "b.jsonl.gz:2: not a JSON object (got an array)" in body["rejected"]
-    assert "notes.txt: rejected: not a trace file (expected .jsonl, .jsonl.gz or .zip)" in body["rejected"]
+    assert "notes.txt: rejected: not a trace file (expected .jsonl, .jsonl.gz, .zip or a coder_eval task.json)" in body["rejected"]
     assert not any("/tmp" in e or "qita-upload" in e for e in body["rejected"])
 
 

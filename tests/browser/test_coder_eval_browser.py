@@ -1,0 +1,72 @@
+"""A real coder_eval experiment in real Chromium: a run read as coder_eval reports it, and
+the smoke-vs-e2e comparison on the agent's own time.
+
+Reads `../shared/traces/coder_eval-runs/` at test time; expected values come from the
+task.json files themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import pytest
+
+from tests.app.test_coder_eval import RESULTS, expected_runs, needs_shared
+
+
+@needs_shared
+def test_a_budget_breach_run_reads_as_coder_eval_reports_it(live_server, page, ingest):
+    assert ingest(RESULTS.parent).ok
+    real = expected_runs(RESULTS.parent)
+    run_id, want = next((rid, w) for rid, w in real.items()
+                        if w["status"] == "TOKEN_BUDGET_EXCEEDED" and w["early_stop"])
+    page.goto(live_server.url + "/runs/" + quote(run_id, safe=""))
+    header = page.locator(".run-head")
+    assert header.locator(".badge.source-status").inner_text() == "coder_eval: TOKEN_BUDGET_EXCEEDED"
+    assert header.locator(".badge.verdict").inner_text().strip() == "✗ fail"
+    reason = header.locator(".verdict-reason").inner_text()
+    assert "failed: token budget exceeded" in reason and want["task"]["error_message"] in reason
+    assert "the criteria alone say pass" in reason
+    tokens = header.locator(".run-tokens").inner_text()
+    assert tokens.startswith(f"{want['tokens']:,} = {want['uncached']:,} uncached input")
+    assert f"{want['cache_read']:,} cache read" in tokens and f"{want['output']:,} output" in tokens
+    assert header.locator(".run-time").inner_text().startswith("agent ")
+    # the step budget gauge counts assistant turns against max_turns
+    gauge = header.locator(".gauge").first.inner_text()
+    assert f"{want['turns']} of {want['max_turns']}" in gauge
+    # one step per assistant turn; the call that decided the stop says it did not complete
+    assert page.locator("#steps article.step").count() == want["turns"]
+    step = want["early_stop"]["sdk_turn_index"]
+    page.locator(".early-panel a.step-ref").click()
+    page.wait_for_url(f"**#step-{step}")
+    last = page.locator(f"#step-{step}")
+    assert "the run was stopped early during this call" in last.locator(".call-note").inner_text()
+    commands = [c["parameters"]["command"] for it in want["task"]["iterations"] for c in it["commands"]]
+    assert commands[-1] in last.locator(".actions").inner_text()
+    assert page.errors == []
+
+
+@needs_shared
+def test_compare_counts_time_saved_on_the_agents_own_time(live_server, page, ingest):
+    assert ingest(RESULTS.parent).ok
+    exp = json.loads((RESULTS.parent / "experiment.json").read_text())
+    page.goto(f"{live_server.url}/compare?experiment={quote(exp['experiment_id'])}&a=smoke&b=e2e")
+    real = expected_runs(RESULTS.parent)
+    keys = {(w["task_id"], w["replicate"]) for w in real.values() if w["variant"] == "smoke"} & \
+           {(w["task_id"], w["replicate"]) for w in real.values() if w["variant"] == "e2e"}
+    pick = {v: {(w["task_id"], w["replicate"]): w for w in real.values() if w["variant"] == v} for v in ("smoke", "e2e")}
+    a = sum(pick["smoke"][k]["agent_s"] for k in keys)
+    b = sum(pick["e2e"][k]["agent_s"] for k in keys)
+    headline = page.locator("#headline").inner_text()
+    assert f"{round(100 * (b - a) / b)}% less agent time" in headline
+    labels = page.locator("svg.bars .bar-label").all_text_contents()
+    assert labels == ["steps", "tool calls", "tokens", "cost", "agent time", "end to end"]
+    # the errored pair is counted as errored, not as having run to the end
+    early = page.locator("table.early-breakdown").inner_text()
+    errored = sum(1 for k in keys if pick["smoke"][k]["verdict"] == "error" and not pick["smoke"][k]["early_stop"])
+    assert errored and f"errored (no gradeable attempt)\t{errored}" in early
+    assert page.errors == []
+
+
+pytestmark = pytest.mark.browser
