@@ -180,6 +180,83 @@ def board(paths: tuple[str, ...], db: Optional[str], host: Optional[str], port: 
     uvicorn.run(app, host=settings.host.strip("[]"), port=settings.port, log_level="warning", proxy_headers=False)
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--experiment", "experiment", help="Experiment whose two variants are compared.")
+@click.option("--a", "a", help="First variant (the cheap one, e.g. smoke).")
+@click.option("--b", "b", help="Second variant (the reference, e.g. e2e).")
+@click.option("--a-tag", help="Compare two tags instead: the first tag.")
+@click.option("--b-tag", help="The second tag.")
+@click.option("--group", help="Split the pairs by tag, deciding_criterion, criterion_type, stop_reason or meta:KEY.")
+@click.option("--db", help="Database: a SQLAlchemy URL or a SQLite file path [env QITA_DB; default ./qita.db]")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (the same as /api/compare).")
+@click.option("--md", "as_md", is_flag=True, help="Print Markdown for a pull request (the same as format=md).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the per-pair table as CSV.")
+@click.option("--base-url", default="http://127.0.0.1:8765", show_default=True,
+              help="Where the board is served, for the links in the Markdown.")
+def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag: Optional[str], b_tag: Optional[str],
+            group: Optional[str], db: Optional[str], as_json: bool, as_md: bool, as_csv: bool, base_url: str) -> None:
+    """Compare two variants of an experiment (or two tags): does the cheap run give the same
+    verdicts as the full run, how sure is that, and how much did it save?
+
+    Without a format flag, prints the headline, the McNemar test and the savings with
+    their 95% intervals. Exit status 0, or 2 when the groups do not exist.
+
+    \b
+    Example:
+        qita compare --experiment smoke-vs-e2e --a smoke --b e2e --md > compare.md
+    """
+    from sqlmodel import Session
+
+    from . import compare_export, compare_queries
+    from .compare import MEASURES
+    from .db import open_database
+    from .secrets import Masker
+
+    if sum((as_json, as_md, as_csv)) > 1:
+        raise click.UsageError("choose one of --json, --md and --csv")
+    settings = _settings(db=db)
+    engine = open_database(settings)
+    try:
+        with Session(engine) as session:
+            groups = compare_queries.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=None,
+                                                    b_experiment=None, a_tag=a_tag, b_tag=b_tag)
+            if groups is None:
+                _fail("nothing to compare: no experiment has two variants (give --experiment, --a and --b)", code=2)
+                return
+            ga, gb = groups
+            data = Masker().data(compare_queries.comparison(session, ga, gb, group=group))
+    except QitaError as exc:
+        _fail(exc.message, code=2 if exc.status in (400, 404) else 1)
+        return
+    finally:
+        engine.dispose()
+    if not data["pairs"] and not data["unpaired"]["a"] and not data["unpaired"]["b"]:
+        _fail(f"no runs in {ga.description} nor in {gb.description}", code=2)
+        return
+    if as_json:
+        from .jsontext import dumps
+
+        click.echo(dumps(data).decode())
+    elif as_md:
+        click.echo(compare_export.markdown(data, base_url=base_url, label_a=ga.label, label_b=gb.label,
+                                           description=f"{ga.description} against {gb.description}"))
+    elif as_csv:
+        click.echo(compare_export.csv_text(data), nl=False)
+    else:
+        s = data["summary"]
+        click.echo(data["headline"])
+        click.echo(s["mcnemar"]["reading"])
+        for name, _col, label in MEASURES:
+            m = s[name]
+            if m["saved_pct"] is None:
+                continue
+            ci = f" (95% CI {m['low']:.0f}% to {m['high']:.0f}%)" if m.get("low") is not None else ""
+            click.echo(f"  {label}: {m['saved_pct']:.0f}% saved{ci} over {m['pairs']} pairs")
+        flagged = [p for p in data["pairs"] if p["flags"]]
+        for p in flagged:
+            click.echo(f"  flag {p['task_id']}#{p['replicate']}: " + "; ".join(f["text"] for f in p["flags"]))
+
+
 def _has_experiment(settings: Settings, experiment: str) -> bool:
     from sqlalchemy import select
 

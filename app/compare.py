@@ -19,13 +19,24 @@ touches the database, so the figures can be checked by hand on a handful of dict
   that measure only, and counted in its `missing`. Time saved is the agent's own time
   (`agent_s`: without setup and grading); end to end (`elapsed_s`) is beside it.
 - saved_pct = 100 * (b - a) / b: positive when the first group (a) used less. It is
-  null when b's total is 0 or no pair has the measure.
+  null when b's total is 0 or no pair has the measure. Its 95% interval, the agreement's
+  Wilson interval and the exact McNemar test come from app.stats.
+- Tasks and replicates are counted apart: a pair is one (task, replicate); a task whose
+  replicates get different verdicts within one group is flaky there.
+- Flags on an early stop (app.compare_flags) need the group's criteria and the evidence
+  of the deciding steps; without them a pair has no flags.
+- Grouping (`group_pairs`) splits the pairs by a tag, a metadata key, the deciding
+  criterion, its type, or the stop reason of the a-run, with each group's figures.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
+
+from . import stats
+from .jsontext import column_value
+from .compare_flags import early_stop_flags, step_calls
 
 #: (name in the summary, run column, label): the order of the savings bars.
 MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool calls"),
@@ -122,8 +133,10 @@ def _side(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def make_pair(key: tuple[str, int], a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """One paired task: both sides, whether their verdicts agree, and the per-pair savings."""
+def make_pair(key: tuple[str, int], a: dict[str, Any], b: dict[str, Any], *,
+              flags: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """One paired task: both sides, whether their verdicts agree, the per-pair savings, and
+    the flags on a's early stop."""
     sa, sb = _side(a), _side(b)
     both = graded(sa["verdict"]) and graded(sb["verdict"])
     return {
@@ -134,16 +147,71 @@ def make_pair(key: tuple[str, int], a: dict[str, Any], b: dict[str, Any]) -> dic
         "a": sa,
         "b": sb,
         "saved_pct": {name: saved_pct(sa[name], sb[name]) for name, _col, _label in MEASURES},
+        "flags": flags or [],
     }
 
 
 def _total(pairs: list[dict[str, Any]], name: str) -> dict[str, Any]:
-    counted = [p for p in pairs if p["a"][name] is not None and p["b"][name] is not None]
-    if not counted:
-        return {"a": None, "b": None, "saved_pct": None, "pairs": 0, "missing": len(pairs)}
-    a = sum(p["a"][name] for p in counted)
-    b = sum(p["b"][name] for p in counted)
-    return {"a": a, "b": b, "saved_pct": saved_pct(a, b), "pairs": len(counted), "missing": len(pairs) - len(counted)}
+    va, vb = [], []
+    for p in pairs:
+        x, y = p["a"][name], p["b"][name]
+        if x is not None and y is not None:
+            va.append(x)
+            vb.append(y)
+    if not va:
+        return {"a": None, "b": None, "saved_pct": None, "pairs": 0, "missing": len(pairs), "low": None, "high": None}
+    a, b = sum(va), sum(vb)
+    ci = stats.ratio_saving(va, vb)
+    return {"a": a, "b": b, "saved_pct": saved_pct(a, b), "pairs": len(va), "missing": len(pairs) - len(va),
+            "low": ci["low"] if ci else None, "high": ci["high"] if ci else None}
+
+
+def agreement_of(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """{agree, total, rate, low, high} over the graded pairs (Wilson interval)."""
+    graded_pairs = [p for p in pairs if p["graded"]]
+    agree = sum(1 for p in graded_pairs if p["agree"])
+    ci = stats.wilson(agree, len(graded_pairs))
+    return {"agree": agree, "total": len(graded_pairs), "rate": ci["rate"] if ci else None,
+            "low": ci["low"] if ci else None, "high": ci["high"] if ci else None}
+
+
+def replicate_figures(pairs: list[dict[str, Any]], rows_a: Iterable[dict[str, Any]],
+                      rows_b: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Tasks against replicates: how many tasks the pairs hold, which tasks got different
+    verdicts across replicates of one group (flaky), whether each task's pairs all agree,
+    and the agreement without the flaky tasks. `per_task` lists the tasks with more than
+    one paired run or a flaky group (a task run once has nothing to say about replicates)."""
+    def flaky(rows: Iterable[dict[str, Any]]) -> list[str]:
+        seen: dict[str, set] = {}
+        for r in rows:
+            o = outcome(r.get("verdict"))
+            if o is not None:
+                seen.setdefault(r.get("task_id") or r.get("run_id") or "", set()).add(o)
+        return sorted(t for t, outs in seen.items() if len(outs) > 1)
+
+    count: dict[str, int] = {}
+    verdicts: dict[str, Optional[bool]] = {}  # True: every graded pair agrees; False: one does not
+    for p in pairs:
+        t = p["task_id"]
+        count[t] = count.get(t, 0) + 1
+        if p["graded"]:
+            verdicts[t] = verdicts.get(t, True) and bool(p["agree"])
+    flaky_a, flaky_b = flaky(rows_a), flaky(rows_b)
+    unstable = set(flaky_a) | set(flaky_b)
+    per_task = [{"task_id": t, "pairs": n, "agree": verdicts.get(t), "flaky_a": t in flaky_a, "flaky_b": t in flaky_b}
+                for t, n in sorted(count.items()) if n > 1 or t in unstable]
+    steady = [p for p in pairs if p["task_id"] not in unstable] if unstable else pairs
+    return {
+        "tasks": len(count),
+        "tasks_with_replicates": sum(1 for n in count.values() if n > 1),
+        "tasks_all_agree": sum(1 for v in verdicts.values() if v),
+        "tasks_some_disagree": sum(1 for v in verdicts.values() if not v),
+        "flaky_a": flaky_a,
+        "flaky_b": flaky_b,
+        "flaky_pairs": len(pairs) - len(steady),
+        "agreement_without_flaky": agreement_of(steady),
+        "per_task": per_task,
+    }
 
 
 def _reasons(pairs: list[dict[str, Any]], side: str) -> list[dict[str, Any]]:
@@ -165,8 +233,19 @@ def summarize(pairs: list[dict[str, Any]], only_a: list[dict[str, Any]], only_b:
     early_graded = [p for p in early if p["graded"]]
     # A run that errored did not run to its end, whether or not it was to stop early.
     errored = [p for p in pairs if not p["a"]["early_stopped"] and _errored(p["a"])]
+    mcnemar = stats.mcnemar_exact(confusion["pass_fail"], confusion["fail_pass"])
+    flag_counts: dict[str, int] = {}
+    for p in pairs:
+        for f in p.get("flags") or []:
+            flag_counts[f["kind"]] = flag_counts.get(f["kind"], 0) + 1
     return {
         "paired": len(pairs),
+        "tasks": len({p["task_id"] for p in pairs}),
+        "tasks_graded": len({p["task_id"] for p in graded_pairs}),
+        "agreement": agreement_of(pairs),
+        "mcnemar": mcnemar,
+        "flags": flag_counts,
+        "flagged_pairs": sum(1 for p in pairs if p.get("flags")),
         "only_a": [r["task_id"] for r in only_a],
         "only_b": [r["task_id"] for r in only_b],
         "not_graded": len(pairs) - len(graded_pairs),
@@ -190,23 +269,106 @@ def summarize(pairs: list[dict[str, Any]], only_a: list[dict[str, Any]], only_b:
     }
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _errored(side: dict[str, Any]) -> bool:
     return side.get("verdict") == "error" or side.get("status") == "error"
 
 
-def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Pair two groups' runs and compute the summary: {summary, pairs, unpaired, duplicates}."""
+def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, Any]], *,
+                 criteria_a: Optional[dict[int, list[dict[str, Any]]]] = None,
+                 criteria_b: Optional[dict[int, list[dict[str, Any]]]] = None,
+                 evidence: Optional[dict[int, dict[str, Any]]] = None,
+                 label_a: str = "a", label_b: str = "b") -> dict[str, Any]:
+    """Pair two groups' runs and compute the summary: {summary, pairs, unpaired, duplicates, replicates}.
+
+    With the groups' criteria and the evidence of a's deciding steps (app.compare_queries),
+    each pair whose a-run stopped early carries its flags.
+    """
+    rows_a, rows_b = list(rows_a), list(rows_b)
     index_a, dup_a = index_runs(rows_a)
     index_b, dup_b = index_runs(rows_b)
-    pairs = [make_pair(k, index_a[k], index_b[k]) for k in sorted(index_a.keys() & index_b.keys())]
+    pairs = []
+    for k in sorted(index_a.keys() & index_b.keys()):
+        a, b = index_a[k], index_b[k]
+        flags = None
+        if a.get("early_stopped") and criteria_a is not None and evidence is not None:
+            flags = early_stop_flags(evidence=evidence.get(a.get("id")), criteria_a=criteria_a.get(a.get("id"), []),
+                                     criteria_b=(criteria_b or {}).get(b.get("id"), []),
+                                     early_stop_enabled=bool(a.get("early_stop_enabled")),
+                                     armed_ids=_list(column_value(a.get("armed_criteria"))),
+                                     verdict_a=a.get("verdict"), label_a=label_a, label_b=label_b,
+                                     deciding=a.get("deciding_criterion"))
+        pairs.append(make_pair(k, a, b, flags=flags))
     only_a = [_unpaired(k, index_a[k]) for k in sorted(index_a.keys() - index_b.keys())]
     only_b = [_unpaired(k, index_b[k]) for k in sorted(index_b.keys() - index_a.keys())]
+    summary = summarize(pairs, only_a, only_b)
+    summary["mcnemar"]["reading"] = stats.mcnemar_reading(summary["mcnemar"], label_a, label_b)
     return {
-        "summary": summarize(pairs, only_a, only_b),
+        "summary": summary,
         "pairs": pairs,
         "unpaired": {"a": only_a, "b": only_b},
         "duplicates": {"a": dup_a, "b": dup_b},
+        "replicates": replicate_figures(pairs, index_a.values(), index_b.values()),
     }
+
+
+#: What pairs can be grouped by (besides `meta:KEY`, a metadata key of the a-run).
+GROUP_BY = ("tag", "deciding_criterion", "criterion_type", "stop_reason")
+NO_EARLY_STOP = "(did not stop early)"
+
+
+def group_keys(by: str, row: dict[str, Any], criteria: Optional[list[dict[str, Any]]]) -> list[str]:
+    """The group(s) one pair falls in, read off its a-run (a run has several tags)."""
+    if by == "tag":
+        tags = [t for t in _list(column_value(row.get("tags"))) if isinstance(t, str)]
+        return list(dict.fromkeys(tags)) or ["(no tag)"]
+    if by.startswith("meta:"):
+        meta = column_value(row.get("meta"))
+        meta = meta if isinstance(meta, dict) else {}
+        value = meta.get(by[5:])
+        if value is None:
+            return ["(none)"]
+        return [value if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)]
+    if by == "stop_reason":
+        return [row.get("stop_reason") or "(no stop reason)"]
+    deciding = row.get("deciding_criterion")
+    if not row.get("early_stopped"):
+        return [NO_EARLY_STOP]
+    if by == "deciding_criterion":
+        return [deciding or "(unknown)"]
+    if by == "criterion_type":
+        for c in criteria or []:
+            if c.get("criterion_id") == deciding:
+                return [c.get("type") or "(no type)"]
+        return ["(unknown)"]
+    raise ValueError(by)
+
+
+def group_pairs(pairs: list[dict[str, Any]], by: str, rows_a: dict[str, dict[str, Any]],
+                criteria_a: Optional[dict[int, list[dict[str, Any]]]] = None) -> list[dict[str, Any]]:
+    """The pairs split by `by`, each group with its pairs, tasks, agreement (with its
+    interval), confusion and savings per measure (with their intervals); largest first."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in pairs:
+        row = rows_a.get(p["a"]["run_id"], {})
+        for key in group_keys(by, row, (criteria_a or {}).get(row.get("id"), [])):
+            groups.setdefault(key, []).append(p)
+    out = []
+    for key, ps in groups.items():
+        confusion = {"pass_pass": 0, "pass_fail": 0, "fail_pass": 0, "fail_fail": 0}
+        for p in ps:
+            if p["graded"]:
+                a, b = outcome(p["a"]["verdict"]), outcome(p["b"]["verdict"])
+                confusion[f"{'pass' if a == 'pass' else 'fail'}_{'pass' if b == 'pass' else 'fail'}"] += 1
+        out.append({"group": key, "pairs": len(ps), "tasks": len({p["task_id"] for p in ps}),
+                    "agreement": agreement_of(ps), "confusion": confusion,
+                    "flagged_pairs": sum(1 for p in ps if p.get("flags")),
+                    **{name: _total(ps, name) for name, _col, _label in MEASURES}})
+    out.sort(key=lambda g: (-g["pairs"], g["group"]))
+    return out
 
 
 def _unpaired(key: tuple[str, int], row: dict[str, Any]) -> dict[str, Any]:
@@ -238,14 +400,28 @@ def _pct_phrase(pct: Optional[float], noun: str, *, mass: bool = False) -> Optio
     return f"{abs(pct):.0f}% {less if pct > 0 else 'more'} {noun}"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
 def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
-    """One sentence: how often the verdicts agree and what the first group saved."""
+    """One sentence: how often the verdicts agree, how sure that is, and what the first
+    group saved; tasks and paired runs counted apart."""
     if not summary["paired"]:
         return f"No paired tasks: {label_a} and {label_b} share no (task, replicate)."
     agreement = summary["verdict_agreement"]
-    text = f"verdicts identical on {agreement['agree']} of {agreement['total']} paired tasks"
+    tasks = summary.get("tasks_graded", agreement["total"])
+    text = (f"verdicts identical on {agreement['agree']} of {_plural(agreement['total'], 'paired run')} "
+            f"({_plural(tasks, 'task')})")
     if summary["not_graded"]:
-        text += f" ({summary['not_graded']} not graded left out)"
+        text += f", {summary['not_graded']} not graded left out"
+    ag = summary.get("agreement") or {}
+    if ag.get("rate") is not None:
+        text += f": agreement {_pct(ag['rate'])} (95% CI {_pct(ag['low'])}–{_pct(ag['high'])})"
     parts = [p for p in (_pct_phrase(summary["steps"]["saved_pct"], "steps"),
                          _pct_phrase(summary["tokens"]["saved_pct"], "tokens"),
                          _pct_phrase(summary["agent_s"]["saved_pct"], "agent time", mass=True)) if p]
@@ -261,12 +437,13 @@ def bars(summary: dict[str, Any], *, width: int = 320) -> list[dict[str, Any]]:
         m = summary[name]
         if m["a"] is None or m["b"] is None:
             out.append({"name": name, "label": label, "a": None, "b": None, "wa": 0, "wb": 0,
-                        "saved_pct": None, "pairs": 0, "missing": m["missing"]})
+                        "saved_pct": None, "low": None, "high": None, "pairs": 0, "missing": m["missing"]})
             continue
         top = max(m["a"], m["b"], 0) or 1
         out.append({"name": name, "label": label, "a": m["a"], "b": m["b"],
                     "wa": max(0, round(width * m["a"] / top)), "wb": max(0, round(width * m["b"] / top)),
-                    "saved_pct": m["saved_pct"], "pairs": m["pairs"], "missing": m["missing"]})
+                    "saved_pct": m["saved_pct"], "low": m.get("low"), "high": m.get("high"),
+                    "pairs": m["pairs"], "missing": m["missing"]})
     return out
 
 
@@ -299,37 +476,19 @@ def align_steps(steps_a: list[dict[str, Any]], steps_b: list[dict[str, Any]], *,
 
 
 def compact_step(step: dict[str, Any]) -> dict[str, Any]:
-    """What the pair view shows of a step: tools called, critic action, tokens, time."""
+    """What the pair view shows of a step: its tool calls with their outcome, every critic
+    output (action, reason, score), tokens and time."""
     rec = step.get("record") if isinstance(step.get("record"), dict) else {}
     decision = rec.get("decision") if isinstance(rec.get("decision"), dict) else {}
     actions = rec.get("actions") or decision.get("actions") or []
     names = [a.get("name") if isinstance(a, dict) else str(a) for a in actions if a is not None] if isinstance(actions, list) else []
     final = decision.get("final_answer")
-    results = rec.get("action_results") if isinstance(rec.get("action_results"), list) else []
-    calls = []
-    for i, a in enumerate(actions if isinstance(actions, list) else []):
-        if not isinstance(a, dict) or a.get("name") is None:
-            continue
-        res = results[i] if i < len(results) and isinstance(results[i], dict) else {}
-        code = res.get("exit_code", res.get("returncode"))
-        calls.append({"name": str(a.get("name")), "summary": _args_summary(a.get("args")),
-                      "failed": res.get("status") in ("error", "failed") or (isinstance(code, int) and code != 0)})
-    return {"step": step["step"], "actions": [n for n in names if n is not None], "calls": calls,
-            "critic_action": step.get("critic_action"),
+    critics = [{"critic": c.get("name") or c.get("critic"), "action": c.get("action"),
+                "effective_action": c.get("effective_action"), "reason": c.get("reason"), "score": c.get("score")}
+               for c in step.get("critic_outputs") or []]
+    return {"step": step["step"], "actions": [n for n in names if n is not None], "calls": step_calls(rec),
+            "critics": critics, "critic_action": step.get("critic_action"),
             "critic_score": step.get("critic_score"), "tokens": (step.get("tokens") or {}).get("total"),
             "duration_s": step.get("duration_s"), "retry": bool(step.get("retry")),
+            "error": rec.get("error") if isinstance(rec.get("error"), str) else None,
             "final_answer": final if isinstance(final, str) else None}
-
-
-def _args_summary(args: Any, limit: int = 80) -> Optional[str]:
-    """A tool call's arguments in one short line: its command (or first string) when it has one."""
-    if isinstance(args, dict):
-        for key in ("command", "cmd", "path", "name", "query", "url"):
-            if isinstance(args.get(key), str):
-                args = args[key]
-                break
-    if args is None or args == {} or args == []:
-        return None
-    text = args if isinstance(args, str) else str(args)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import orjson
 from sqlalchemy import and_, exists, func, select
 from sqlmodel import Session
 
+from . import compare
 from .compare import Group
-from .models import RUNS, EARLY, RUN_TAGS as TAGS
+from .errors import QitaError
+from .compare_flags import deciding_call
+from .models import RUNS, STEPS, CRITICS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
            RUNS.c.verdict, RUNS.c.state, RUNS.c.stop_reason, RUNS.c.early_stopped, RUNS.c.steps,
            RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
-           RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status]
+           RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status, RUNS.c.tags, RUNS.c.early_stop_enabled]
 
 
 def _condition(group: Group) -> Any:
@@ -29,12 +33,91 @@ def _condition(group: Group) -> Any:
     return exists().where(and_(TAGS.c.run_pk == RUNS.c.id, TAGS.c.tag == group.value))
 
 
+def rows_of(session: Session, stmt: Any) -> list[dict[str, Any]]:
+    """A query's rows as dicts. On SQLite straight from the driver: SQLAlchemy's per-row
+    result processing was two thirds of a 10,000-pair comparison (docs/performance.md).
+    JSON columns then arrive as text: read them with `jsontext.column_value`. Times arrive as text
+    too, in an order-preserving form (the only thing a comparison does with them)."""
+    conn = session.connection()
+    if conn.dialect.name != "sqlite":
+        return [dict(r) for r in session.execute(stmt).mappings()]
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = tuple(compiled.params[k] for k in compiled.positiontup or ())
+    cursor = conn.exec_driver_sql(str(compiled), params)
+    names = [d[0] for d in cursor.cursor.description]
+    return [dict(zip(names, r)) for r in cursor.fetchall()]
+
+
 def group_runs(session: Session, *, group: Group) -> list[dict[str, Any]]:
-    """Every run of one group, with its early-stop reason."""
-    stmt = (select(*COLUMNS, EARLY.c.reason.label("early_stop_reason"))
-            .select_from(RUNS.outerjoin(EARLY, EARLY.c.run_pk == RUNS.c.id))
+    """Every run of one group, with its early-stop record's reason, step and deciding
+    criterion. JSON columns (tags, armed_criteria) are as `rows_of` gives them
+    (`jsontext.column_value`)."""
+    cols = [*COLUMNS, EARLY.c.reason.label("early_stop_reason"), EARLY.c.step.label("early_stop_step"),
+            EARLY.c.deciding_criterion, EARLY.c.armed_criteria, EARLY.c.tool_call_index]
+    stmt = (select(*cols).select_from(RUNS.outerjoin(EARLY, EARLY.c.run_pk == RUNS.c.id))
             .where(_condition(group)).order_by(RUNS.c.id))
-    return [dict(r) for r in session.execute(stmt).mappings()]
+    return rows_of(session, stmt)
+
+
+def group_criteria(session: Session, *, group: Group, early_only: bool = False,
+                   failed_only: bool = False) -> dict[int, list[dict[str, Any]]]:
+    """The criteria of every run of a group, by run key: only the early-stopped runs', or
+    only the criteria that failed, when asked (the flags need no more)."""
+    cond = [_condition(group)]
+    if early_only:
+        cond.append(exists().where(EARLY.c.run_pk == RUNS.c.id))
+    if failed_only:
+        cond.append(CRITERIA.c.has_result.is_(True))
+        cond.append((CRITERIA.c.passed.is_(False))
+                    | (CRITERIA.c.passed.is_(None) & (CRITERIA.c.score < CRITERIA.c.pass_threshold)))
+    stmt = (select(CRITERIA.c.run_pk, CRITERIA.c.criterion_id, CRITERIA.c.type, CRITERIA.c.gating,
+                   CRITERIA.c.stop_when, CRITERIA.c.has_spec, CRITERIA.c.has_result, CRITERIA.c.score,
+                   CRITERIA.c.passed, CRITERIA.c.pass_threshold)
+            .select_from(CRITERIA.join(RUNS, RUNS.c.id == CRITERIA.c.run_pk))
+            .where(*cond).order_by(CRITERIA.c.run_pk, CRITERIA.c.position, CRITERIA.c.id))
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in rows_of(session, stmt):
+        out.setdefault(r["run_pk"], []).append(r)
+    return out
+
+
+def group_evidence(session: Session, *, group: Group) -> dict[int, dict[str, Any]]:
+    """For each early-stopped run of a group: the critics that objected (retry or stop) on
+    the step where it was cut, and the call that decided the stop. Two queries for the
+    whole group; only the deciding steps' records are read."""
+    cond = _condition(group)
+    out: dict[int, dict[str, Any]] = {}
+    steps = (select(EARLY.c.run_pk, EARLY.c.tool_call_index, STEPS.c.record)
+             .select_from(EARLY.join(RUNS, RUNS.c.id == EARLY.c.run_pk)
+                          .join(STEPS, and_(STEPS.c.run_pk == EARLY.c.run_pk, STEPS.c.step == EARLY.c.step)))
+             .where(cond))
+    for r in rows_of(session, steps):
+        pk, tci, record = r["run_pk"], r["tool_call_index"], r["record"]
+        try:
+            parsed = orjson.loads(record) if record else None
+        except orjson.JSONDecodeError:
+            parsed = None
+        out[pk] = {"critics": [], "call": deciding_call(parsed, tci)}
+    critics = (select(CRITICS.c.run_pk, CRITICS.c.critic, CRITICS.c.effective_action, CRITICS.c.reason)
+               .select_from(CRITICS.join(EARLY, and_(EARLY.c.run_pk == CRITICS.c.run_pk, EARLY.c.step == CRITICS.c.step))
+                            .join(RUNS, RUNS.c.id == CRITICS.c.run_pk))
+               .where(cond, CRITICS.c.effective_action.in_(("retry", "stop")))
+               .order_by(CRITICS.c.run_pk, CRITICS.c.idx))
+    for r in rows_of(session, critics):
+        out.setdefault(r["run_pk"], {"critics": [], "call": None})["critics"].append(
+            {"critic": r["critic"], "action": r["effective_action"], "reason": r["reason"]})
+    return out
+
+
+def metadata_keys(session: Session, *, group: Group, limit: int = 50) -> list[str]:
+    """Metadata keys the runs of a group carry (for the group-by menu), from a sample."""
+    keys: dict[str, None] = {}
+    for (meta,) in session.execute(select(RUNS.c.meta).where(_condition(group)).limit(200)):
+        if isinstance(meta, dict):
+            for k, v in meta.items():
+                if isinstance(k, str) and isinstance(v, (str, int, float, bool)) and len(keys) < limit:
+                    keys.setdefault(k, None)
+    return sorted(keys)
 
 
 def variants_by_experiment(session: Session, *, limit: int = 500) -> dict[str, list[str]]:
@@ -73,3 +156,93 @@ def find_partner(session: Session, *, run: dict[str, Any]) -> Optional[str]:
         if variant == "e2e":
             return run_id
     return rows[0][0]
+
+
+def comparison(session, ga: Group, gb: Group, *, group: Optional[str] = None, sort: str = "task", only: str = "",
+               offset: int = 0, limit: Optional[int] = None) -> dict[str, Any]:
+    """Everything `/compare` (and `qita compare`) shows for groups a and b: pairs with their
+    flags, summary, statistics, replicates, and the pairs grouped by `group`. The table's
+    rows are `pairs[offset:offset + limit]` after the sort and filter (`pairs_total`).
+
+    The pairing and every figure are kept until a run changes (queries.data_cached), and
+    app.warm computes the usual comparisons ahead of the first visitor: a view, another
+    sort or another page then costs no query but the data version's."""
+    from .queries import data_cached
+
+    public, internal = data_cached(session, key=("comparison", ga, gb), compute=lambda: _comparison(session, ga, gb))
+    grouped = None
+    if group:
+        grouped = data_cached(session, key=("comparison-groups", ga, gb, group),
+                              compute=lambda: _grouped(session, ga, public["pairs"], internal, group))
+    rows = compare.sort_pairs(public["pairs"], sort=sort, disagreements_only=only == "disagree")
+    start = max(0, offset)
+    shown = rows[start:start + limit] if limit is not None else rows[start:]
+    return {**public, "pairs": shown, "pairs_total": len(rows), "pairs_offset": start, "group_by": group,
+            "grouped": grouped}
+
+
+def _comparison(session, ga: Group, gb: Group) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the page and the API show, what grouping needs besides)."""
+    rows_a = group_runs(session, group=ga)
+    rows_b = group_runs(session, group=gb)
+    criteria_a = group_criteria(session, group=ga, early_only=True)
+    result = compare.compare_rows(rows_a, rows_b, criteria_a=criteria_a,
+                                  criteria_b=group_criteria(session, group=gb, failed_only=True),
+                                  evidence=group_evidence(session, group=ga),
+                                  label_a=ga.label, label_b=gb.label)
+    summary = result["summary"]
+    public = {
+        "groups": {"a": ga.to_json(), "b": gb.to_json()},
+        "headline": compare.headline(summary, ga.label, gb.label),
+        "summary": summary,
+        "replicates": result["replicates"],
+        "pairs": result["pairs"],
+        "unpaired": result["unpaired"],
+        "duplicates": result["duplicates"],
+    }
+    return public, {"rows_a": {r["run_id"]: r for r in rows_a}, "criteria_a": criteria_a}
+
+
+def _grouped(session, ga: Group, pairs: list[dict[str, Any]], internal: dict[str, Any], group: str) -> list[dict[str, Any]]:
+    rows_a = internal["rows_a"]
+    if group.startswith("meta:"):
+        # Metadata is read only for this: a copy of the rows with it, the cached ones untouched.
+        meta = {r["run_id"]: r["meta"] for r in rows_of(session, select(RUNS.c.run_id, RUNS.c.meta)
+                                                         .where(_condition(ga)))}
+        rows_a = {rid: {**row, "meta": meta.get(rid)} for rid, row in rows_a.items()}
+    return compare.group_pairs(pairs, group, rows_a, internal["criteria_a"])
+
+
+def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[str], b: Optional[str],
+                   a_experiment: Optional[str], b_experiment: Optional[str], a_tag: Optional[str],
+                   b_tag: Optional[str]) -> Optional[tuple[compare.Group, compare.Group]]:
+    """The two groups the query names (or the default pick), None when there is nothing to compare."""
+    if a_experiment or b_experiment:
+        if not (a_experiment and b_experiment):
+            raise QitaError("to compare two experiments give both a_experiment and b_experiment")
+        return compare.Group("experiment", a_experiment), compare.Group("experiment", b_experiment)
+    if a_tag or b_tag:
+        if not (a_tag and b_tag):
+            raise QitaError("to compare two tags give both a_tag and b_tag")
+        return compare.Group("tag", a_tag), compare.Group("tag", b_tag)
+    variants = variants_by_experiment(session)
+    if a or b:
+        if experiment and not (a and b):
+            # One side named: the other is the experiment's other variant, when that is unambiguous.
+            others = [v for v in variants.get(experiment, []) if v != (a or b)]
+            preferred = "e2e" if a else "smoke"
+            other = others[0] if len(others) == 1 else preferred if preferred in others else None
+            if other is not None:
+                a, b = (a, other) if a else (other, b)
+        if not (experiment and a and b):
+            raise QitaError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)")
+        return compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
+    if experiment:
+        variants = {experiment: variants.get(experiment, [])}
+    pick = compare.choose_default(variants)
+    if pick is None:
+        if experiment:
+            raise QitaError(f"experiment {experiment!r} has fewer than two variants: choose two groups", status=404)
+        return None
+    e, va, vb = pick
+    return compare.Group("variant", va, e), compare.Group("variant", vb, e)

@@ -89,3 +89,14 @@ def dumps_deep(value: Any) -> str:
 
 
 _END = object()
+
+
+def column_value(value: Any) -> Any:
+    """A JSON column's value whether the driver parsed it (PostgreSQL) or handed over its
+    text (SQLite rows read straight from the driver); None when the text is not JSON."""
+    if isinstance(value, (str, bytes)):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    return value

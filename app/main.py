@@ -24,6 +24,7 @@ from .render import JSONResponse, is_htmx, make_templates, wants_json
 from .security import SecurityMiddleware
 from .settings import Settings
 from .urls import RawPathMiddleware
+from .warm import Warmer
 from .watch import Watcher
 
 log = logging.getLogger("qita")
@@ -78,15 +79,18 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     writer = Writer(engine, settings)
     watcher = Watcher(writer, list(settings.watch))
     sweeper = _Sweeper(writer, interval=max(1.0, min(30.0, settings.abandon_after_s / 4)))
+    warmer = Warmer(engine)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         writer.start()
         watcher.start()
         sweeper.start()
+        warmer.start()
         try:
             yield
         finally:
+            warmer.stop()
             sweeper.stop()
             watcher.stop()
             writer.stop()
@@ -105,6 +109,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.writer = writer
+    app.state.warmer = warmer
     app.state.templates = make_templates()
 
     @app.exception_handler(QitaError)

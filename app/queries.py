@@ -149,6 +149,11 @@ _CACHE_MAX = 256
 _CACHE_LOCK = threading.Lock()
 
 
+def data_version(session: Session) -> tuple:
+    """What moves whenever any run is added or changes (see `_data_version`)."""
+    return _data_version(session)
+
+
 def _data_version(session: Session) -> tuple:
     # Read once per session (one request): the list page asks for three cached values.
     version = session.info.get("qita_data_version")
@@ -163,22 +168,30 @@ def _filter_key(f: RunFilters) -> tuple:
     return (f.q, f.experiment, f.variant, f.state, f.stop_reason, f.verdict, f.early_stopped, f.model, f.tag, f.task_id)
 
 
-def _memo(key: tuple, compute: Any) -> Any:
+def _memo(key: tuple, compute: Any, *, shared: bool = False) -> Any:
+    """`compute()` once per key. A copy is returned unless `shared`: the caller then
+    promises not to change what it gets (a 10,000-pair comparison is too big to copy)."""
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
-            return copy.deepcopy(_CACHE[key])  # callers may change what they get
+            return _CACHE[key] if shared else copy.deepcopy(_CACHE[key])  # callers may change what they get
     value = compute()
     with _CACHE_LOCK:
         _CACHE[key] = value
         while len(_CACHE) > _CACHE_MAX:
             _CACHE.popitem(last=False)
-    return copy.deepcopy(value)
+    return value if shared else copy.deepcopy(value)
 
 
-def _cached(session: Session, key: tuple, compute: Any) -> Any:
+def _cached(session: Session, key: tuple, compute: Any, *, shared: bool = False) -> Any:
     bind = session.get_bind()
-    return _memo((id(bind), str(bind.url), *key, _data_version(session)), compute)
+    return _memo((id(bind), str(bind.url), *key, _data_version(session)), compute, shared=shared)
+
+
+def data_cached(session: Session, *, key: tuple, compute: Any) -> Any:
+    """A figure of the whole store kept until any run changes (the data version moves),
+    shared with every caller: they must not change it."""
+    return _cached(session, key, compute, shared=True)
 
 
 def run_cached(session: Session, *, run_pk: int, updated_at: Any, name: str, compute: Any) -> Any:

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 
 from . import jsontext, present
+from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
 from .queries import make_pointer
 from .secrets import Masker
@@ -53,12 +54,17 @@ def make_templates() -> Jinja2Templates:
     env.globals.update(
         stop_reason_info=present.stop_reason_info,
         early_stop_reason_labels=present.EARLY_STOP_REASON_LABELS,
+        flag_labels=FLAG_LABELS,
         gauge=present.gauge,
         truncate=present.truncate,
         urlencode=query_string,
         run_url=lambda run_id, suffix="": f"/runs/{encode_run_id(run_id)}{suffix}",
         ptr=make_pointer,
     )
+    # Compiled now rather than on each page's first view: the compare page and its
+    # partials took a few hundred ms to compile, which every first visitor paid.
+    for name in env.list_templates(extensions=["html"]):
+        env.get_template(name)
     return templates
 
 

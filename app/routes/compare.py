@@ -3,54 +3,33 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import PlainTextResponse, Response
 
-from .. import compare, compare_queries, queries
+from .. import compare, compare_export, compare_flags, compare_queries, queries
 from ..deps import SessionDep
 from ..errors import QitaError
 from ..render import respond
+from ..secrets import Masker
 from .runs import load_run
 
 router = APIRouter(tags=["compare"])
 
 PAIR_STEPS = 200
+#: Rows of the per-pair table a page shows at a time (the figures always count every pair).
+PAGE_PAIRS = 200
 Text = Annotated[Optional[str], Query(max_length=400)]
 
 
-def resolve_groups(session, *, experiment: Optional[str], a: Optional[str], b: Optional[str],
-                   a_experiment: Optional[str], b_experiment: Optional[str], a_tag: Optional[str],
-                   b_tag: Optional[str]) -> Optional[tuple[compare.Group, compare.Group]]:
-    """The two groups the query names (or the default pick), None when there is nothing to compare."""
-    if a_experiment or b_experiment:
-        if not (a_experiment and b_experiment):
-            raise QitaError("to compare two experiments give both a_experiment and b_experiment")
-        return compare.Group("experiment", a_experiment), compare.Group("experiment", b_experiment)
-    if a_tag or b_tag:
-        if not (a_tag and b_tag):
-            raise QitaError("to compare two tags give both a_tag and b_tag")
-        return compare.Group("tag", a_tag), compare.Group("tag", b_tag)
-    variants = compare_queries.variants_by_experiment(session)
-    if a or b:
-        if experiment and not (a and b):
-            # One side named: the other is the experiment's other variant, when that is unambiguous.
-            others = [v for v in variants.get(experiment, []) if v != (a or b)]
-            preferred = "e2e" if a else "smoke"
-            other = others[0] if len(others) == 1 else preferred if preferred in others else None
-            if other is not None:
-                a, b = (a, other) if a else (other, b)
-        if not (experiment and a and b):
-            raise QitaError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)")
-        return compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
-    if experiment:
-        variants = {experiment: variants.get(experiment, [])}
-    pick = compare.choose_default(variants)
-    if pick is None:
-        if experiment:
-            raise QitaError(f"experiment {experiment!r} has fewer than two variants: choose two groups", status=404)
+def _check_group_by(group: Optional[str]) -> Optional[str]:
+    if not group:
         return None
-    e, va, vb = pick
-    return compare.Group("variant", va, e), compare.Group("variant", vb, e)
+    if group in compare.GROUP_BY or (group.startswith("meta:") and len(group) > 5):
+        return group
+    raise QitaError(f"group must be one of {', '.join(compare.GROUP_BY)} or meta:KEY (a metadata key), "
+                    f"not {group[:60]!r}")
 
 
 @router.get("/compare", include_in_schema=False)
@@ -58,43 +37,95 @@ def resolve_groups(session, *, experiment: Optional[str], a: Optional[str], b: O
 def compare_view(request: Request, session: SessionDep, experiment: Text = None, a: Text = None, b: Text = None,
                  a_experiment: Text = None, b_experiment: Text = None, a_tag: Text = None, b_tag: Text = None,
                  sort: Literal["task", "savings", "disagreement"] = "task",
-                 only: Optional[Literal["disagree", ""]] = None) -> Any:
-    """Summary figures, headline and per-task pairs of group a against group b."""
-    groups = resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=a_experiment,
+                 only: Optional[Literal["disagree", ""]] = None,
+                 group: Annotated[Optional[str], Query(max_length=300, description=(
+                     "split the pairs by tag, deciding_criterion, criterion_type, stop_reason or meta:KEY"))] = None,
+                 offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+                 limit: Annotated[Optional[int], Query(ge=1, le=100_000, description=(
+                     "rows of the per-pair table; the page shows 200 at a time, the API all"))] = None,
+                 format: Annotated[Optional[Literal["json", "md", "csv", ""]], Query(
+                     description="json (the default under /api), md (Markdown for a pull request) or csv (the pairs)")] = None) -> Any:
+    """Summary figures with their intervals, headline, flags, groups and per-task pairs of group a against group b."""
+    group = _check_group_by(group)
+    groups = compare_queries.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=a_experiment,
                             b_experiment=b_experiment, a_tag=a_tag, b_tag=b_tag)
     context: dict[str, Any] = {"choices": compare_queries.choices(session), "sort": sort, "only": only or "",
                                "variants": compare_queries.variants_by_experiment(session)}
     if groups is None:
+        if format in ("md", "csv"):
+            raise QitaError("nothing to compare: no experiment has two variants; choose two groups", status=404)
         data: dict[str, Any] = {"groups": None, "summary": None, "pairs": [], "headline": None}
         return respond(request, "compare.html", data, context=context)
     ga, gb = groups
-    result = compare.compare_rows(compare_queries.group_runs(session, group=ga),
-                                  compare_queries.group_runs(session, group=gb))
-    data = {
-        "groups": {"a": ga.to_json(), "b": gb.to_json()},
-        "headline": compare.headline(result["summary"], ga.label, gb.label),
-        "summary": result["summary"],
-        "pairs": compare.sort_pairs(result["pairs"], sort=sort, disagreements_only=only == "disagree"),
-        "unpaired": result["unpaired"],
-        "duplicates": result["duplicates"],
-    }
-    context.update(ga=ga, gb=gb, bars=compare.bars(result["summary"]),
-                   params={"experiment": ga.experiment, "a": ga.value, "b": gb.value} if ga.kind == "variant" else
-                   {f"a_{ga.kind}": ga.value, f"b_{gb.kind}": gb.value})
+    warmer = getattr(request.app.state, "warmer", None)
+    if warmer is not None:
+        warmer.asked(ga, gb, group)
+    page = not request.url.path.startswith("/api/") and format not in ("json", "md", "csv")
+    data = compare_queries.comparison(session, ga, gb, group=group, sort=sort, only=only or "", offset=offset,
+                                      limit=limit or (PAGE_PAIRS if page else None))
+    params = ({"experiment": ga.experiment, "a": ga.value, "b": gb.value} if ga.kind == "variant" else
+              {f"a_{ga.kind}": ga.value, f"b_{gb.kind}": gb.value})
+    if format in ("md", "csv"):
+        return _export(request, data, ga, gb, format, params)
+    context.update(ga=ga, gb=gb, bars=compare.bars(data["summary"]), params=params, group=group, limit=limit or PAGE_PAIRS,
+                   meta_keys=compare_queries.metadata_keys(session, group=ga),
+                   export_query=urlencode({k: v for k, v in {**params, "group": group}.items() if v}))
     return respond(request, "compare.html", data, fragment="_compare_table.html", context=context)
 
 
-def _side(session, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+def _export(request: Request, data: dict[str, Any], ga: compare.Group, gb: compare.Group, fmt: str,
+            params: dict[str, Any]) -> Response:
+    from ..security import reveal_state
+
+    if not reveal_state(request).shown:
+        data = Masker().data(data)
+    if fmt == "csv":
+        name = "-".join(str(v) for v in params.values() if v)[:80] or "compare"
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+        return PlainTextResponse(compare_export.csv_text(data), media_type="text/csv; charset=utf-8",
+                                 headers={"Content-Disposition": f'attachment; filename="compare-{safe}.csv"'})
+    text = compare_export.markdown(data, base_url=str(request.base_url), label_a=ga.label, label_b=gb.label,
+                                   description=f"{ga.description} against {gb.description}")
+    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+
+
+def _side(session, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], int]:
     data = load_run(session, run_id)
     pk = data.pop("_pk")
     data.pop("lane", None)
     data.pop("run_events", None)
     steps, total = queries.get_steps(session, run_pk=pk, offset=0, limit=PAIR_STEPS)
-    return data, [compare.compact_step(s) for s in steps], total
+    return data, steps, [compare.compact_step(s) for s in steps], total
+
+
+def pair_story(side_a: dict[str, Any], side_b: dict[str, Any], steps_a: list[dict[str, Any]]) -> dict[str, Any]:
+    """Why a stopped where it did: the deciding step with the criterion that decided it,
+    the call that decided it, and the flags on the pair (none when a ran to its end)."""
+    early = side_a.get("early_stop")
+    if not early or early.get("step") is None:
+        return {"deciding": None, "flags": []}
+    step = next((s for s in steps_a if s["step"] == early["step"]), None)
+    record = step.get("record") if step else None
+    call = compare_flags.deciding_call(record, early.get("tool_call_index")) if record is not None else None
+    critics = [{"critic": c.get("name") or c.get("critic"), "action": c.get("effective_action"), "reason": c.get("reason")}
+               for c in (step or {}).get("critic_outputs") or []]
+    deciding = early.get("deciding_criterion")
+    criterion = next((c for c in side_a.get("criteria") or [] if c["id"] == deciding), None)
+    run_a, run_b = side_a["run"], side_b["run"]
+    flags = compare_flags.early_stop_flags(
+        evidence={"critics": critics, "call": call}, criteria_a=compare_flags.rows_from_view(side_a.get("criteria") or []),
+        criteria_b=compare_flags.rows_from_view(side_b.get("criteria") or []),
+        early_stop_enabled=bool(run_a.get("early_stop_enabled")), armed_ids=early.get("armed_criteria") or [],
+        verdict_a=run_a.get("verdict"), label_a=run_a.get("variant") or "run a", label_b=run_b.get("variant") or "run b",
+        deciding=deciding)
+    return {"deciding": {"step": early["step"], "criterion": deciding, "reason": early.get("reason"),
+                         "details": criterion.get("details") if criterion else None,
+                         "live_verdict": criterion.get("live_verdict") if criterion else None, "call": call},
+            "flags": flags}
 
 
 @router.get("/pair", include_in_schema=False)
-@router.get("/api/pair", summary="Two runs side by side, steps aligned by index")
+@router.get("/api/pair", summary="Two runs side by side, steps aligned by index, with critics inline and the deciding step")
 def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min_length=1, max_length=200)],
               b: Annotated[Optional[str], Query(max_length=200)] = None) -> Any:
     """Run a against run b (b defaults to a's twin in another variant of the same experiment)."""
@@ -105,11 +136,12 @@ def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min
         b = compare_queries.find_partner(session, run=row)
         if b is None:
             raise QitaError("this run has no twin in another variant of its experiment: give b=RUN_ID", status=404)
-    side_a, steps_a, total_a = _side(session, a)
-    side_b, steps_b, total_b = _side(session, b)
+    side_a, full_a, steps_a, total_a = _side(session, a)
+    side_b, _full_b, steps_b, total_b = _side(session, b)
     early = side_a.get("early_stop")
     stop_a = early.get("step") if early and early.get("step") is not None else (
         max(s["step"] for s in steps_a) if steps_a else None)
+    story = pair_story(side_a, side_b, full_a)
     data = {
         "a": side_a,
         "b": side_b,
@@ -117,5 +149,7 @@ def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min
         "steps_total": {"a": total_a, "b": total_b},
         "steps_shown": PAIR_STEPS,
         "stop_a": stop_a,
+        "deciding": story["deciding"],
+        "flags": story["flags"],
     }
     return respond(request, "pair.html", data)

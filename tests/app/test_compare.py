@@ -101,7 +101,10 @@ def test_summary_figures_by_hand(client, experiment):
     assert data["duplicates"]["b"] == [{"task_id": "t2", "replicate": 0, "run_id": "e-t2-0-old", "kept_run_id": "e-t2-0"}]
     # qita traces do not tell the agent's time from the run's: agent time is elapsed (12 vs 33 s)
     assert s["agent_s"]["a"] == pytest.approx(12.0) and s["agent_s"]["b"] == pytest.approx(33.0)
-    assert data["headline"] == ("Verdicts identical on 3 of 4 paired tasks (1 not graded left out); "
+    # Wilson 95% for 3 of 4: (0.75 + 1.96²/8) / (1 + 1.96²/4) -+ 1.96 sqrt(0.75·0.25/4 + 1.96²/64) / (1 + 1.96²/4)
+    # = 0.6275 -+ 0.3269 -> 30%-95%; the graded pairs hold 3 tasks (t1 twice, t2, t4)
+    assert data["headline"] == ("Verdicts identical on 3 of 4 paired runs (3 tasks), 1 not graded left out: "
+                                "agreement 75% (95% CI 30%–95%); "
                                 "smoke used 61% fewer steps, 59% fewer tokens and 64% less agent time.")
 
 
@@ -181,7 +184,7 @@ def test_page_shows_headline_matrix_bars_and_links_to_pairs(client, experiment):
     page = client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"})
     assert page.status_code == 200
     text = page.text
-    assert "Verdicts identical on 3 of 4 paired tasks" in text
+    assert "Verdicts identical on 3 of 4 paired runs (3 tasks)" in text
     assert "<svg" in text and 'class="bar-a"' in text
     assert "stopped early and disagreed" in text
     assert '/pair?a=s-t1-1&amp;b=e-t1-1' in text

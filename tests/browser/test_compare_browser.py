@@ -21,7 +21,8 @@ def test_upload_zip_then_compare_then_pair(live_server, page, tmp_path):
 
     page.get_by_role("navigation").get_by_role("link", name="Compare").click()  # click 1
     headline = page.locator("#headline")
-    assert headline.inner_text() == ("Verdicts identical on 3 of 4 paired tasks (1 not graded left out); "
+    assert headline.inner_text() == ("Verdicts identical on 3 of 4 paired runs (3 tasks), 1 not graded left out: "
+                                     "agreement 75% (95% CI 30%–95%); "
                                      "smoke used 61% fewer steps, 59% fewer tokens and 64% less agent time.")
     # two bars per recorded measure: steps, tokens, cost, agent time, end to end (these
     # traces record no tool-call count)
@@ -49,3 +50,56 @@ def test_compare_with_from_a_run_page(live_server, page, ingest, tmp_path):
     page.wait_for_url("**/pair?a=s-t4-0&b=")
     assert "e-t4-0" in page.locator(".pair-side").nth(1).inner_text()
     assert page.errors == []
+
+
+def test_reviewer_story_groups_explains_and_copies_markdown(live_server, browser, ingest, tmp_path):
+    """Compare shows the agreement with its interval, groups by scenario, the disagreeing
+    pair explains itself (a critic said retry on the deciding step, pytest failed), and the
+    Markdown summary lands on the clipboard."""
+    from tests.app.test_compare_report import grouped_experiment
+
+    assert ingest(grouped_experiment(tmp_path / "grp.jsonl")).ok
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live_server.url + "/compare?experiment=grp&a=smoke&b=e2e")
+    # 3 of 5 agree: Wilson 95% CI 23%-88%
+    assert "agreement 60% (95% CI 23%–88%)" in page.locator("#headline").inner_text()
+    assert "exact McNemar p = 0.5" in page.locator("#mcnemar").inner_text()
+    assert "flaky" in page.locator("#flaky-note").inner_text()
+
+    page.select_option("#group-by", "meta:scenario")
+    page.get_by_role("button", name="Group").click()
+    page.wait_for_url("**group=meta%3Ascenario**")
+    rows = page.locator("table.groups tbody tr")
+    assert rows.count() == 2
+    assert rows.nth(0).locator("td").nth(0).inner_text() == "alpha"
+    assert rows.nth(0).locator("td").nth(3).inner_text().startswith("2/3 · 67%")
+
+    page.get_by_role("button", name="Copy as Markdown").click()
+    page.locator("#copy-status").filter(has_text="Copied").wait_for()
+    pasted = page.evaluate("navigator.clipboard.readText()")
+    assert pasted.startswith("## smoke vs e2e") and "| **smoke pass** | 2 | 2 |" in pasted
+    assert "exact McNemar p = 0.5" in pasted and "[side by side](" in pasted
+
+    flagged = page.locator("tr.pair-row", has_text="r4")
+    assert [t.strip() for t in flagged.locator(".flag").all_inner_texts()] == [
+        "critic objected", "deciding call failed", "premature pass"]
+    flagged.get_by_role("link", name="side by side").click()
+    page.wait_for_url("**/pair?a=s-r4-0&b=e-r4-0")
+    panel = page.locator(".deciding-panel")
+    assert "Why smoke stopped at step 2" in panel.locator("h2").inner_text()
+    assert "call #3 bash: pytest -q · exit code 1" in panel.locator(".deciding-evidence").inner_text()
+    assert panel.locator(".pair-flags li").count() == 3
+    deciding = page.locator("tr.deciding-row")
+    assert deciding.count() == 1
+    critics = deciding.locator("td").nth(1).locator(".pair-critics li")
+    assert critics.nth(0).inner_text() == "retry ReturnCodeCritic: command failed with returncode=1 score 0.00"
+    # a step row links to that step in its run
+    deciding.locator("td").nth(1).get_by_role("link", name="step 2 ↗").click()
+    page.wait_for_url("**/runs/s-r4-0?from=2#step-2")
+    assert page.locator("#step-2").is_visible()
+    assert errors == []
+    context.close()
