@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 
 from .core import Trajectory
 from .criteria import FAIL, PASS, UNDECIDED, Criterion, CriterionResult
-from .errors import EarlyStopConfigError
+from .core.errors import EarlyStopConfigError
 
 
 def armed_criteria(criteria: Sequence[Criterion], stop_early: bool) -> list[Criterion]:

@@ -18,11 +18,11 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import orjson
 
-from .core import Decision, RuntimeBudget, Task, ToolCall, Trajectory, Usage
+from ..core import Decision, RuntimeBudget, Task, ToolCall, Trajectory, Usage
 from .critic import CONTINUE, RETRY, STOP, critic_name, effective_action
-from .criteria import Criterion, CriterionResult
-from .early_stop import LiveWatcher, compute_verdict, validate_early_stop
-from .errors import StopReason
+from ..criteria import Criterion, CriterionResult
+from ..early_stop import LiveWatcher, compute_verdict, validate_early_stop
+from ..core.errors import StopReason
 from .stop_criteria import (
     FinalResultCriteria,
     MaxRuntimeCriteria,
@@ -30,7 +30,7 @@ from .stop_criteria import (
     MaxTokensCriteria,
     StopCriteria,
 )
-from .writer import TraceWriter, dumps_record
+from ..writer import TraceWriter, dumps_record
 
 DEFAULT_MAX_STEPS = 20
 
