@@ -87,10 +87,15 @@ class CountCriterion(Criterion):
     reaching `min_count` with no upper bound is a pass that cannot be undone, and
     going over `max_count` is a fail that cannot be undone. `max_count=0` is the
     must-not-run form: any match fails it at once, and only the end of the run can pass it.
+    `min_count` defaults to 1, or to 0 when `max_count=0`.
     """
 
-    def __init__(self, id: str, *, min_count: int = 1, max_count: Optional[int] = None, **kw: Any):
+    def __init__(self, id: str, *, min_count: Optional[int] = None, max_count: Optional[int] = None, **kw: Any):
         super().__init__(id, **kw)
+        if min_count is None:
+            # "at least once" unless the upper bound says otherwise: `max_count=0` alone is
+            # the must-not-run form, with nothing required.
+            min_count = 1 if max_count is None else min(1, max_count)
         if min_count < 0 or (max_count is not None and max_count < min_count):
             raise ValueError(f"criterion {id!r}: need 0 <= min_count <= max_count")
         self.min_count = min_count

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import orjson
 
-from ..core import Decision, RuntimeBudget, Task, ToolCall, Trajectory, Usage
+from ..core import AgentState, Decision, RuntimeBudget, Task, ToolCall, Trajectory, Usage
 from .critic import CONTINUE, RETRY, STOP, critic_name, effective_action
 from ..criteria import Criterion, CriterionResult
 from ..early_stop import LiveWatcher, compute_verdict, validate_early_stop
@@ -387,6 +387,11 @@ class _Run:
         self.event("INIT", None, ok=reason is None, payload={"task_id": task.id, "budget": self.budget.to_record(),
                                                               "armed": [c.id for c in self.armed]},
                    error=detail if reason is not None else None)
+        if state is None and reason is not None:
+            # state.stop_reason is promised after every run: a run refused or broken before
+            # the agent built its state gets a bare AgentState to carry it (init_state is
+            # never called on a task the preflight refused).
+            state = AgentState(task=task)
         if reason is None and self.budget.max_steps is not None and self.budget.max_steps <= 0:
             reason, detail = StopReason.BUDGET_STEPS, f"max_steps={self.budget.max_steps} allows no step"
 
