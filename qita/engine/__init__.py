@@ -5,6 +5,7 @@ The modules mirror QitOS (`qita.engine.engine`, `qita.engine.critic`,
 `qitos` replaced by `qita`. `from qita.engine import Engine, RunResult` keeps working.
 """
 
-from .engine import DEFAULT_MAX_STEPS, Engine, RunResult, coerce_task
+from .engine import DEFAULT_MAX_STEPS, Engine, coerce_task
+from .result import RunResult, Stop
 
-__all__ = ["DEFAULT_MAX_STEPS", "Engine", "RunResult", "coerce_task"]
+__all__ = ["DEFAULT_MAX_STEPS", "Engine", "RunResult", "Stop", "coerce_task"]
