@@ -13,6 +13,8 @@ import orjson
 from sqlalchemy import and_, case, column, exists, func, literal_column, or_, select, table
 from sqlmodel import Session
 
+from qita.engine.critic import ACTION_RANK
+
 from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
 from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
@@ -393,8 +395,7 @@ def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str
     if n == 0:
         return {"steps": 0, "bucket": 1, "marks": []}
     bucket = max(1, -(-n // max_marks))
-    rank = case((STEPS.c.critic_action == "stop", 2), (STEPS.c.critic_action == "retry", 1),
-                (STEPS.c.critic_action == "continue", 0), else_=-1)
+    rank = case(*((STEPS.c.critic_action == action, r) for action, r in ACTION_RANK.items()), else_=-1)
     if bucket == 1:
         rows = session.execute(select(STEPS.c.step, STEPS.c.step, rank, STEPS.c.critic_score, STEPS.c.retry.cast(RUNS.c.steps.type))
                                .where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step)).all()
@@ -409,7 +410,7 @@ def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str
         rows = session.execute(select(func.min(inner.c.step), func.max(inner.c.step), func.max(inner.c.rank),
                                       func.avg(inner.c.score), func.max(inner.c.retry))
                                .group_by(inner.c.b).order_by(func.min(inner.c.step))).all()
-    names = {2: "stop", 1: "retry", 0: "continue", -1: None}
+    names = {r: action for action, r in ACTION_RANK.items()}
     marks = [{"step": a, "last": b, "action": names.get(r, None), "score": s, "retry": bool(rt)}
              for a, b, r, s, rt in rows]
     return {"steps": n, "bucket": bucket, "marks": marks}
