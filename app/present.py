@@ -175,3 +175,11 @@ def truncate(text: Any, limit: int = 2000) -> tuple[str, bool]:
     if len(s) <= limit:
         return s, False
     return s[:limit], True
+
+
+def critic_patches(record: Any) -> list[Any]:
+    """Each critic output's `patches` in a step record (None where it has none), in output order."""
+    outputs = record.get("critic_outputs") if isinstance(record, dict) else None
+    if not isinstance(outputs, list):
+        return []
+    return [o.get("patches") if isinstance(o, dict) else None for o in outputs]

@@ -16,6 +16,7 @@ from sqlmodel import Session
 from qita.engine.critic import ACTION_RANK
 
 from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
+from .present import critic_patches
 from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
 
@@ -441,6 +442,10 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
     out = []
     for r in rows:
         record = _loads(r["record"])
+        # Patches are not columns: they come from the stored record, output by output.
+        patches = critic_patches(record)
+        outputs = [dict(c, patches=patches[i] if i < len(patches) else None)
+                   for i, c in enumerate(critics.get(r["step"], []))]
         step_events = [{"phase": e["phase"], "ok": e["ok"], "ts": e["ts"], "record": _loads(e["record"])}
                        for e in events.get(r["step"], [])]
         out.append({
@@ -452,7 +457,7 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
             "retry": r["retry"],
             "critic_action": r["critic_action"],
             "critic_score": r["critic_score"],
-            "critic_outputs": critics.get(r["step"], []),
+            "critic_outputs": outputs,
             "events": step_events,
             "extras": step_extras(step_events),
             "record": record,

@@ -125,6 +125,8 @@ class CriticOutput(_Model):
     reason: Optional[str] = None
     score: Optional[float] = None
     details: Any = None
+    patches: Any = Field(None, description="optional: changes the critic proposes (to the instructions, the state, "
+                                           "the code), any JSON, shown as written")
 
 
 class _Record(_Model):

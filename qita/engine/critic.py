@@ -1,7 +1,7 @@
 """The Critic contract, how a step's critics are run, and the ranking of their actions.
 
 A critic returns a dict with `action` (`continue`, `stop` or `retry`), `reason`,
-`score` and `details`. Anything other than `stop`/`retry` counts as `continue`, so a
+`score`, `details` and optionally `patches` (the changes it proposes). Anything other than `stop`/`retry` counts as `continue`, so a
 critic that only scores never changes the run. When critics disagree the strongest
 action wins: stop > retry > continue. That ranking is defined here once; the board
 imports it to rank the verdict lane.
@@ -59,7 +59,7 @@ def critic_name(critic: Any) -> str:
 
 
 #: The keys of a critic's dict that have their own place in `critic_outputs`; others go under `extra`.
-_OUTPUT_KEYS = ("action", "reason", "score", "details", "critic")
+_OUTPUT_KEYS = ("action", "reason", "score", "details", "critic", "patches")
 
 
 @dataclass
@@ -106,6 +106,10 @@ def _output(name: str, raw: dict[str, Any]) -> dict[str, Any]:
     """One `critic_outputs` entry from what a critic returned."""
     out = {"critic": name, "action": raw.get("action", CONTINUE), "reason": raw.get("reason"),
            "score": raw.get("score"), "details": raw.get("details")}
+    if raw.get("patches") is not None:
+        # Changes the critic proposes (to the instructions, the state, the code): kept whole
+        # beside the verdict, so the board can show them in the Critic section.
+        out["patches"] = jsonable(raw["patches"])
     extra = {k: v for k, v in raw.items() if k not in _OUTPUT_KEYS}
     if extra:
         out["extra"] = jsonable(extra)

@@ -148,3 +148,22 @@ def test_action_ranking_stop_over_retry_over_continue():
     assert strongest_action(["retry", "stop", "continue"]) == "stop"
     assert strongest_action(["anything"]) == "continue"
     assert strongest_action([]) is None
+
+
+def test_critic_patches_are_written_beside_the_verdict_and_other_keys_under_extra(trace_file):
+    class Patching(Critic):
+        name = "patcher"
+
+        def evaluate(self, state, decision, results):
+            if state.step == 0:
+                return {"action": "retry", "reason": "wrong file", "score": 0.1,
+                        "patches": [{"file": "calc.py", "diff": "-a - b\n+a + b"}], "confidence": "high"}
+            return {"action": "continue", "score": 1.0}
+
+    result, records = run([Patching()], trace_file)
+    steps = of_type(records, "step")
+    first = steps[0]["critic_outputs"][0]
+    assert first["patches"] == [{"file": "calc.py", "diff": "-a - b\n+a + b"}]
+    assert first["extra"] == {"confidence": "high"}   # not a place of its own: kept under extra
+    assert "patches" not in steps[1]["critic_outputs"][0]  # no patches proposed, none written
+    assert steps[1]["retry"] is True and result.stop_reason == StopReason.FINAL
