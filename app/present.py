@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import orjson
 
-from qita.format import STOP_REASONS
+from qita.format import LIVE_VERDICTS, STOP_REASONS
 
 #: One label per stop reason (badges carry text, not only color).
 STOP_REASON_LABELS = {
@@ -183,3 +183,16 @@ def critic_patches(record: Any) -> list[Any]:
     if not isinstance(outputs, list):
         return []
     return [o.get("patches") if isinstance(o, dict) else None for o in outputs]
+
+
+def live_verdict_items(record: Any) -> list[dict[str, Any]]:
+    """A step's recorded live verdicts (`live_verdicts`) as badges: id, verdict as written, badge style.
+
+    Undecided (and anything a reader cannot vouch for) gets the pending style, so only
+    a real pass or fail is ever shown as one.
+    """
+    verdicts = record.get("live_verdicts") if isinstance(record, dict) else None
+    if not isinstance(verdicts, dict):
+        return []
+    return [{"id": str(cid), "verdict": v, "known": v in LIVE_VERDICTS, "css": v if v in ("pass", "fail") else "pending"}
+            for cid, v in verdicts.items()]

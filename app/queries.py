@@ -16,7 +16,7 @@ from sqlmodel import Session
 from qita.engine.critic import ACTION_RANK
 
 from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
-from .present import critic_patches
+from .present import critic_patches, live_verdict_items
 from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
 
@@ -458,6 +458,7 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
             "critic_action": r["critic_action"],
             "critic_score": r["critic_score"],
             "critic_outputs": outputs,
+            "live_verdicts": live_verdict_items(record),
             "events": step_events,
             "extras": step_extras(step_events),
             "record": record,

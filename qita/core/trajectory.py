@@ -24,6 +24,26 @@ class ToolCall:
     result: Any = None
     status: str = "ok"
     error: Optional[str] = None
+    #: the exit code when the caller knows it (a recorded trace); otherwise read from the result
+    exit_code: Optional[int] = None
+
+    @property
+    def succeeded(self) -> bool:
+        """Ran without an error and, when an exit code is known, exited 0."""
+        if self.status != "ok" or self.error:
+            return False
+        code = self.exit_code if self.exit_code is not None else result_exit_code(self.result)
+        return code in (None, 0)
+
+
+def result_exit_code(result: Any) -> Optional[int]:
+    """The exit code a tool result reports (`returncode` or `exit_code`), if it is a whole number."""
+    if isinstance(result, dict):
+        for key in ("returncode", "exit_code"):
+            code = result.get(key)
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code
+    return None
 
 
 @dataclass
@@ -35,3 +55,6 @@ class Trajectory:
     steps: int = 0
     final_result: Optional[Any] = None
     state: Any = None
+    #: per-criterion progress over `tool_calls`, so a live verdict re-reads only the calls
+    #: appended since it last looked (criteria own the entries; see `qita.criteria`)
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)

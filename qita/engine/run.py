@@ -16,6 +16,7 @@ from ..core import AgentState, Decision, RuntimeBudget, Task, ToolCall, Trajecto
 from ..core.errors import StopReason
 from ..criteria import Criterion, CriterionResult
 from ..early_stop import LiveWatcher, compute_verdict
+from ..live import LiveTracker
 from ..writer import TraceWriter
 from .critic import CONTINUE, RETRY, STOP, CriticPass, critic_name, run_critics
 from .result import RunResult, Stop
@@ -83,6 +84,9 @@ class _Run:
         self.writer = writer
         self.run_id = run_id
         self.trajectory = Trajectory(task=task)
+        # Every criterion with a live verdict is tracked, armed or not: the trace records
+        # them step by step; the watcher acts on the armed ones only.
+        self.live = LiveTracker(engine.criteria)
         self.watcher = LiveWatcher(armed=list(armed))
         self.fail_open_reported = False
         self.errors: list[dict[str, Any]] = []
@@ -295,7 +299,8 @@ class _Run:
         self.trajectory.state = step.state
 
     def _watch(self, index: int, tool_call_index: Optional[int]) -> None:
-        self.watcher.observe(self.trajectory, index, tool_call_index)
+        self.live.observe(self.trajectory, index, tool_call_index)
+        self.watcher.update(self.live, index, tool_call_index)
         if self.watcher.failed_open is not None and not self.fail_open_reported:
             self.fail_open_reported = True
             self.event("EARLY_STOP", index, ok=False, payload={"fail_open": True},
@@ -383,6 +388,8 @@ class _Run:
             "retry": step.carry.retrying,
             "duration_s": round(self.clock() - step.started, 6),
         }
+        if self.live.criteria:
+            record["live_verdicts"] = self.live.verdicts()
         self.writer.step(step.index, ts=step.ts, **record)
 
     def _prepare_retry(self, step: _Step) -> None:
@@ -465,6 +472,9 @@ class _Run:
             report["tool_errors"] = self.tool_errors
         if self.watcher.failed_open is not None:
             report["early_stop_fail_open"] = self.watcher.failed_open
+        if self.live.errors:
+            report["live_verdict_errors"] = [{k: e[k] for k in ("criterion", "error", "step", "tool_call_index")}
+                                             for e in self.live.errors.values()]
         return report
 
 

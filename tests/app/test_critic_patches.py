@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
 from pathlib import Path
 
 import orjson
 
 from qita import Critic, Engine, TraceWriter
 from qita.agents import ScriptedAgent
+from tests.app.parsed_html import texts_of_class
 
 PATCH = [{"file": "calc.py", "diff": "-    return a - b\n+    return a + b"}, "<b>not html</b>"]
 
@@ -31,35 +31,6 @@ def write_run(path: Path) -> Path:
     with TraceWriter(path, "patched") as writer:
         Engine(agent, [PatchingCritic()], trace=writer).run("fix add")
     return path
-
-
-class _Texts(HTMLParser):
-    """The text inside every element carrying `cls` (a real parser, not a substring search)."""
-
-    def __init__(self, cls: str):
-        super().__init__()
-        self.cls, self.depth, self.texts = cls, 0, []
-
-    def handle_starttag(self, tag, attrs):
-        if self.depth:
-            self.depth += 1
-        elif self.cls in (dict(attrs).get("class") or "").split():
-            self.depth = 1
-            self.texts.append("")
-
-    def handle_endtag(self, tag):
-        if self.depth:
-            self.depth -= 1
-
-    def handle_data(self, data):
-        if self.depth:
-            self.texts[-1] += data
-
-
-def texts_of_class(html: str, cls: str) -> list[str]:
-    parser = _Texts(cls)
-    parser.feed(html)
-    return parser.texts
 
 
 def test_patches_survive_ingest_and_show_in_the_critic_section(tmp_path, ingest, client):
