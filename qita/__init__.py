@@ -49,6 +49,7 @@ from .engine.stop_criteria import (
     StopCriteria,
 )
 from .harness import resolve_family_preset
+from .live import LiveCapability, LiveReplay, live_capabilities, replay_live_verdicts
 from .writer import TraceWriter
 
 # The name QitOS code uses for the agent base class, so scripts port with only their imports changed.
@@ -74,6 +75,8 @@ __all__ = [
     "FinalResultCriteria",
     "ForbiddenCommandCritic",
     "FunctionCritic",
+    "LiveCapability",
+    "LiveReplay",
     "MaxRuntimeCriteria",
     "MaxStepsCriteria",
     "MaxTokensCriteria",
@@ -98,5 +101,7 @@ __all__ = [
     "TraceWriter",
     "Usage",
     "criterion_from_spec",
+    "live_capabilities",
+    "replay_live_verdicts",
     "resolve_family_preset",
 ]
