@@ -189,14 +189,16 @@ ToolCallData = Mapping[str, Any]
 def tool_call_from_data(call: ToolCallData, index: int, step: int) -> ToolCall:
     """A `ToolCall` from one recorded call: `{name, args, ok?, status?, error?, exit_code?}`.
 
-    `name` may also be spelled `tool_name`, `args` `parameters`, `exit_code` `returncode`.
-    The call failed when `ok` is false, `error` is set, or `status` is one of
-    `ERROR_STATUSES`; the exit code matters only to criteria with `require_success`.
+    `name` may also be spelled `tool_name`, `args` `parameters`, `status` `result_status`,
+    `error` `error_message`, `exit_code` `returncode` (the spellings of QitOS's
+    `tool_invocations` and coder_eval's `commands`). The call failed when `ok` is false,
+    `error` is set, or `status` is one of `ERROR_STATUSES`; whether it failed matters only
+    to criteria with `require_success`.
     """
     name = call.get("name", call.get("tool_name"))
     args = call.get("args", call.get("parameters"))
-    error = call.get("error")
-    status = call.get("status")
+    error = call.get("error", call.get("error_message"))
+    status = call.get("status", call.get("result_status"))
     failed = call.get("ok") is False or bool(error) or (isinstance(status, str) and status.lower() in ERROR_STATUSES)
     code = call.get("exit_code", call.get("returncode"))
     return ToolCall(index=index, step=step, name="" if name is None else str(name), args=args,

@@ -153,6 +153,8 @@ def test_recorded_call_data_maps_to_tool_calls():
     assert not tool_call_from_data({"tool_name": "Bash", "status": "error"}, 1, 0).succeeded
     assert not tool_call_from_data({"name": "bash", "error": "timed out"}, 1, 0).succeeded
     assert not tool_call_from_data({"name": "bash", "exit_code": 2}, 1, 0).succeeded
+    assert not tool_call_from_data({"tool_name": "Bash", "result_status": "error"}, 1, 0).succeeded  # coder_eval's spelling
+    assert not tool_call_from_data({"tool_name": "Bash", "error_message": "no result observed"}, 1, 0).succeeded
     call = tool_call_from_data({"tool_name": "Bash", "parameters": {"command": "pytest"}, "returncode": 0}, 3, 1)
     assert (call.name, call.args, call.index, call.step, call.succeeded) == ("Bash", {"command": "pytest"}, 3, 1, True)
 
@@ -254,3 +256,43 @@ def test_the_example_in_docs_engine_runs_as_documented():
         {"ls": ("pass", 0, 1), "no_rm": ("fail", 1, 2)}
     assert list(replay.not_live) == ["report"] and "end-state check" in replay.not_live["report"]
     assert early_stop_step(replay.steps, {"no_rm": "fail"}) == 1
+
+
+# -- against a real coder_eval experiment (read from ../shared at test time) ----------------------------
+def _coder_eval_run(task_json):
+    """A coder_eval task result as (steps of plain tool calls, command_executed specs by description)."""
+    import json
+
+    data = json.loads(task_json.read_text(encoding="utf-8"))
+    steps, turn = [], None
+    for iteration in data["iterations"]:
+        for command in iteration["commands"]:
+            if command["assistant_turn_index"] != turn or not steps:
+                steps.append([])
+                turn = command["assistant_turn_index"]
+            steps[-1].append(command)  # tool_name / parameters / result_status / error_message, as written
+    specs = [{"id": c["description"], "type": "command_executed", "pattern": c["command_pattern"], "tool": c["tool_name"],
+              "min_count": c["min_count"], "max_count": c["max_count"], "require_success": c["require_success"]}
+             for c in data["task_config"]["resolved"]["success_criteria"] if c["type"] == "command_executed"]
+    return data, steps, specs
+
+
+def test_replay_decides_where_coder_eval_decided_live():
+    # coder_eval's own early_stop records say which criterion decided, how, and at which tool
+    # call; replaying the commands it recorded must decide that criterion at that same call
+    from qita_helpers import ROOT
+
+    results = ROOT.parent / "shared" / "traces" / "coder_eval-runs" / "2026-11-02_10-15-00"
+    if not results.is_dir():
+        pytest.skip(f"coder_eval results not found at {results}")
+    checked = 0
+    for task_json in sorted(results.glob("smoke/*/*/task.json")):
+        data, steps, specs = _coder_eval_run(task_json)
+        early = data.get("early_stop")
+        if not early or early["reason"] not in ("criterion_passed", "criterion_failed"):
+            continue
+        decided = replay_live_verdicts(steps, specs).decided[early["deciding_criterion_description"]]
+        assert decided.verdict == ("pass" if early["reason"] == "criterion_passed" else "fail"), task_json
+        assert decided.tool_call_index == early["tool_call_index"], task_json
+        checked += 1
+    assert checked == 8  # t01 (two replicates), t02, t03, t05, t06, t08, t09; t04 hit its decision budget
