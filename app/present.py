@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import orjson
 
-from qita.format import STOP_REASONS
+from qita.format import LIVE_VERDICTS, STOP_REASONS
 
 #: One label per stop reason (badges carry text, not only color).
 STOP_REASON_LABELS = {
@@ -241,3 +241,24 @@ def truncate(text: Any, limit: int = 2000) -> tuple[str, bool]:
     if len(s) <= limit:
         return s, False
     return s[:limit], True
+
+
+def critic_patches(record: Any) -> list[Any]:
+    """Each critic output's `patches` in a step record (None where it has none), in output order."""
+    outputs = record.get("critic_outputs") if isinstance(record, dict) else None
+    if not isinstance(outputs, list):
+        return []
+    return [o.get("patches") if isinstance(o, dict) else None for o in outputs]
+
+
+def live_verdict_items(record: Any) -> list[dict[str, Any]]:
+    """A step's recorded live verdicts (`live_verdicts`) as badges: id, verdict as written, badge style.
+
+    Undecided (and anything a reader cannot vouch for) gets the pending style, so only
+    a real pass or fail is ever shown as one.
+    """
+    verdicts = record.get("live_verdicts") if isinstance(record, dict) else None
+    if not isinstance(verdicts, dict):
+        return []
+    return [{"id": str(cid), "verdict": v, "known": v in LIVE_VERDICTS, "css": v if v in ("pass", "fail") else "pending"}
+            for cid, v in verdicts.items()]

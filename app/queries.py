@@ -13,7 +13,10 @@ import orjson
 from sqlalchemy import and_, case, column, exists, func, literal_column, or_, select, table
 from sqlmodel import Session
 
+from qita.engine.critic import ACTION_RANK
+
 from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
+from .present import critic_patches, live_verdict_items
 from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
 
@@ -410,8 +413,7 @@ def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str
     if n == 0:
         return {"steps": 0, "bucket": 1, "marks": []}
     bucket = max(1, -(-n // max_marks))
-    rank = case((STEPS.c.critic_action == "stop", 2), (STEPS.c.critic_action == "retry", 1),
-                (STEPS.c.critic_action == "continue", 0), else_=-1)
+    rank = case(*((STEPS.c.critic_action == action, r) for action, r in ACTION_RANK.items()), else_=-1)
     if bucket == 1:
         rows = session.execute(select(STEPS.c.step, STEPS.c.step, rank, STEPS.c.critic_score, STEPS.c.retry.cast(RUNS.c.steps.type))
                                .where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step)).all()
@@ -426,7 +428,7 @@ def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str
         rows = session.execute(select(func.min(inner.c.step), func.max(inner.c.step), func.max(inner.c.rank),
                                       func.avg(inner.c.score), func.max(inner.c.retry))
                                .group_by(inner.c.b).order_by(func.min(inner.c.step))).all()
-    names = {2: "stop", 1: "retry", 0: "continue", -1: None}
+    names = {r: action for action, r in ACTION_RANK.items()}
     marks = [{"step": a, "last": b, "action": names.get(r, None), "score": s, "retry": bool(rt)}
              for a, b, r, s, rt in rows]
     return {"steps": n, "bucket": bucket, "marks": marks}
@@ -457,6 +459,10 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
     out = []
     for r in rows:
         record = _loads(r["record"])
+        # Patches are not columns: they come from the stored record, output by output.
+        patches = critic_patches(record)
+        outputs = [dict(c, patches=patches[i] if i < len(patches) else None)
+                   for i, c in enumerate(critics.get(r["step"], []))]
         step_events = [{"phase": e["phase"], "ok": e["ok"], "ts": e["ts"], "record": _loads(e["record"])}
                        for e in events.get(r["step"], [])]
         out.append({
@@ -468,7 +474,8 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
             "retry": r["retry"],
             "critic_action": r["critic_action"],
             "critic_score": r["critic_score"],
-            "critic_outputs": critics.get(r["step"], []),
+            "critic_outputs": outputs,
+            "live_verdicts": live_verdict_items(record),
             "events": step_events,
             "extras": step_extras(step_events),
             "record": record,

@@ -7,8 +7,19 @@ This package never imports the board (`app`).
 """
 
 from .agent import Agent
-from .core import Action, AgentState, Decision, RuntimeBudget, Task, TaskBudget, ToolCall, Trajectory, Usage
-from .critic import Critic, ForbiddenCommandCritic, FunctionCritic, ReturnCodeCritic
+from .core import (
+    Action,
+    AgentState,
+    Decision,
+    RuntimeBudget,
+    StateSchema,
+    Task,
+    TaskBudget,
+    ToolCall,
+    Trajectory,
+    Usage,
+)
+from .engine.critic import Critic, ForbiddenCommandCritic, FunctionCritic, ReturnCodeCritic
 from .criteria import (
     CallableCriterion,
     CommandExecuted,
@@ -20,7 +31,7 @@ from .criteria import (
     criterion_from_spec,
 )
 from .engine import Engine, RunResult
-from .errors import EarlyStopConfigError, QitaError, StopReason, TaskValidationError
+from .core.errors import EarlyStopConfigError, QitaError, StopReason, TaskValidationError
 from .format import (
     SCHEMA_ID,
     STOP_REASONS,
@@ -29,7 +40,7 @@ from .format import (
     RunStart,
     StepRecord,
 )
-from .stop_criteria import (
+from .engine.stop_criteria import (
     FinalResultCriteria,
     MaxRuntimeCriteria,
     MaxStepsCriteria,
@@ -38,11 +49,11 @@ from .stop_criteria import (
     StopCriteria,
 )
 from .harness import resolve_family_preset
+from .live import LiveCapability, LiveReplay, live_capabilities, replay_live_verdicts
 from .writer import TraceWriter
 
-# The names QitOS code uses for the same things, so scripts port with only their imports changed.
+# The name QitOS code uses for the agent base class, so scripts port with only their imports changed.
 AgentModule = Agent
-StateSchema = AgentState
 
 __all__ = [
     "SCHEMA_ID",
@@ -64,6 +75,8 @@ __all__ = [
     "FinalResultCriteria",
     "ForbiddenCommandCritic",
     "FunctionCritic",
+    "LiveCapability",
+    "LiveReplay",
     "MaxRuntimeCriteria",
     "MaxStepsCriteria",
     "MaxTokensCriteria",
@@ -88,5 +101,7 @@ __all__ = [
     "TraceWriter",
     "Usage",
     "criterion_from_spec",
+    "live_capabilities",
+    "replay_live_verdicts",
     "resolve_family_preset",
 ]

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Union
 
 from .core import Task, TaskBudget
-from .critic import Critic, ForbiddenCommandCritic, ReturnCodeCritic
+from .engine.critic import Critic, ForbiddenCommandCritic, ReturnCodeCritic
 from .criteria import criterion_from_spec
 from .demo_tasks import EXPERIMENT, MODELS, DemoTask, build_tasks
 from .engine import Engine, RunResult
-from .stop_criteria import FinalResultCriteria, StagnationCriteria
+from .engine.stop_criteria import FinalResultCriteria, StagnationCriteria
 from .writer import TraceWriter
 from .agents.scripted import ScriptedAgent, SimulatedTools
 

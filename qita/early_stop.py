@@ -1,20 +1,20 @@
-"""Opt-in early stop: arming checks, the live watcher, and the verdict rule.
+"""Opt-in early stop: arming checks, the watcher of the armed criteria, and the verdict rule.
 
 A criterion is armed when the run's `stop_early` switch is on and the criterion has a
-`stop_when`. The watcher re-evaluates the armed criteria's live verdicts after every
-tool call; once every armed criterion is decided in its armed polarity, it asks the
-engine to cut the run at the end of the current step.
+`stop_when`. Live verdicts come from the run's `LiveTracker` (`qita.live`, the same
+code that computes them for recorded traces); the watcher follows the armed ones and,
+once every armed criterion is decided in its armed polarity, asks the engine to cut
+the run at the end of the current step.
 """
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from .core import Trajectory
-from .criteria import FAIL, PASS, UNDECIDED, Criterion, CriterionResult
-from .errors import EarlyStopConfigError
+from .core.errors import EarlyStopConfigError
+from .criteria import PASS, Criterion, CriterionResult
+from .live import LiveTracker, armed_decided, capability
 
 
 def armed_criteria(criteria: Sequence[Criterion], stop_early: bool) -> list[Criterion]:
@@ -46,24 +46,10 @@ def validate_early_stop(criteria: Sequence[Criterion], stop_early: bool) -> list
             "stop_early is on but no criterion is armed: give at least one criterion "
             "stop_when='pass', 'fail' or 'decided', or turn stop_early off")
     for c in armed:
-        can = set(c.live_stop_polarities)
-        if not can:
-            raise EarlyStopConfigError(
-                f"criterion {c.id!r} ({c.type}) cannot be decided mid-run, so it cannot be armed "
-                f"(stop_when={c.stop_when!r}); remove stop_when or arm a live-decidable criterion")
-        needed = {PASS, FAIL} if c.stop_when == "decided" else {c.stop_when}
-        missing = needed - can
-        if missing:
-            raise EarlyStopConfigError(
-                f"criterion {c.id!r} ({c.type}) can decide only {sorted(can)} mid-run, not "
-                f"{sorted(missing)}; stop_when={c.stop_when!r} would never fire for that polarity")
+        refusal = capability(c).arming_refusal(c.stop_when)
+        if refusal is not None:
+            raise EarlyStopConfigError(refusal)
     return armed
-
-
-def _in_polarity(verdict: str, stop_when: str) -> bool:
-    if verdict == UNDECIDED:
-        return False
-    return stop_when == "decided" or verdict == stop_when
 
 
 @dataclass
@@ -79,12 +65,11 @@ class EarlyStopDecision:
 
 @dataclass
 class LiveWatcher:
-    """Tracks live verdicts of the armed criteria over the growing trajectory.
+    """Follows the armed criteria's live verdicts and decides when the run is cut.
 
-    Verdicts latch: the first decided verdict of a criterion is the one kept, since the
-    events behind it cannot un-happen. A live verdict that raises switches early stop
-    off for the rest of the run (fail open to a full run) and remembers the error so the
-    trace can say so.
+    A live verdict of an armed criterion that raises switches early stop off for the
+    rest of the run (fail open to a full run), remembering the error so the trace can
+    say so. After that, or once the decision is taken, nothing here changes.
     """
 
     armed: list[Criterion]
@@ -97,32 +82,23 @@ class LiveWatcher:
     def active(self) -> bool:
         return bool(self.armed) and self.failed_open is None
 
-    def observe(self, trajectory: Trajectory, step: int, tool_call_index: Optional[int]) -> None:
+    def update(self, live: LiveTracker, step: int, tool_call_index: Optional[int]) -> None:
+        """Take in what the tracker has just observed."""
         if not self.active or self.decision is not None:
+            return
+        broken = next((c for c in self.armed if c.id in live.errors), None)
+        if broken is not None:
+            self.failed_open = dict(live.errors[broken.id])
             return
         last = None
         for c in self.armed:
-            if c.id in self.verdicts:
-                continue
-            try:
-                verdict = c.live_verdict(trajectory)
-                if verdict not in (PASS, FAIL, UNDECIDED):
-                    raise ValueError(f"live verdict must be pass, fail or undecided, not {verdict!r}")
-            except Exception as exc:  # a watcher bug must never be what ends or breaks a run
-                self.failed_open = {"criterion": c.id, "error": f"{type(exc).__name__}: {exc}",
-                                    "traceback": traceback.format_exc(limit=5), "step": step,
-                                    "tool_call_index": tool_call_index}
-                return
-            if verdict != UNDECIDED:
-                self.verdicts[c.id] = verdict
-                self.decided_at[c.id] = step
+            if c.id not in self.verdicts and c.id in live.decided:
+                self.verdicts[c.id] = live.decided[c.id].verdict
+                self.decided_at[c.id] = live.decided[c.id].step
                 last = c
-        if last is None:
-            return
-        if all(_in_polarity(self.verdicts.get(c.id, UNDECIDED), c.stop_when) for c in self.armed):
-            verdict = self.verdicts[last.id]
+        if last is not None and armed_decided(self.verdicts, {c.id: c.stop_when for c in self.armed}):
             self.decision = EarlyStopDecision(
-                reason="criterion_passed" if verdict == PASS else "criterion_failed",
+                reason="criterion_passed" if self.verdicts[last.id] == PASS else "criterion_failed",
                 deciding_criterion=last.id, armed_criteria=[c.id for c in self.armed], step=step,
                 tool_call_index=tool_call_index)
 

@@ -36,6 +36,10 @@ STOP_REASONS = (
     "budget_cost",
 )
 
+#: The live verdicts of a criterion while the run goes (`criterion.live_verdict`, `step.live_verdicts`).
+LIVE_VERDICTS = ("pass", "fail", "undecided")
+LiveVerdict = Literal["pass", "fail", "undecided"]
+
 #: Critic actions with a meaning; any other value is shown as given and counts as continue.
 CRITIC_ACTIONS = ("continue", "stop", "retry")
 
@@ -144,6 +148,8 @@ class CriticOutput(_Model):
     reason: Optional[str] = None
     score: Optional[float] = None
     details: Any = None
+    patches: Any = Field(None, description="optional: changes the critic proposes (to the instructions, the state, "
+                                           "the code), any JSON, shown as written")
 
 
 class _Record(_Model):
@@ -190,6 +196,9 @@ class StepRecord(_Record):
     tokens: Optional[Tokens] = None
     cost_usd: Optional[float] = None
     retry: bool = False
+    live_verdicts: Optional[dict[str, LiveVerdict]] = Field(
+        None, description="optional: criterion id -> its live verdict at the end of this step, for every criterion "
+                          "that can be evaluated live (armed or not); criteria that cannot are absent")
 
 
 class EventRecord(_Record):
@@ -212,7 +221,7 @@ class CriterionRecord(_Record):
     score: Optional[float] = Field(None, description="in [0, 1]; readers show other values as given, flagged")
     passed: Optional[bool] = None
     details: Any = None
-    live_verdict: Optional[Literal["pass", "fail", "undecided"]] = None
+    live_verdict: Optional[LiveVerdict] = None
     decided_at_step: Optional[int] = None
 
 

@@ -16,7 +16,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 import orjson
 from pydantic import ValidationError
 
-from qita.format import RECORD_MODELS
+from qita.format import LIVE_VERDICTS, RECORD_MODELS
 
 BOM = b"\xef\xbb\xbf"
 #: Most bad lines reported per file; the rest are counted in one closing message.
@@ -285,6 +285,9 @@ def _fast_step(v: dict[str, Any]) -> bool:
     if t is not None and not (type(t) is dict and _opt_int(t.get("input")) and _opt_int(t.get("output"))
                               and _opt_int(t.get("total")) and _opt_int(t.get("cache_read"))
                               and _opt_int(t.get("cache_write"))):
+        return False
+    lv = v.get("live_verdicts")
+    if lv is not None and not (type(lv) is dict and all(x in LIVE_VERDICTS for x in lv.values())):
         return False
     return True
 

@@ -17,6 +17,8 @@ import orjson
 from sqlalchemy import JSON, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from qita.engine.critic import ACTION_RANK, effective_action, strongest_action
+
 from .. import derive
 from ..models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
@@ -160,8 +162,8 @@ def _step_rows(pk: int, step: int, rec: dict[str, Any], raw: bytes) -> tuple[tup
     n = 0
     for i, o in enumerate(outs):
         action = o.get("action")
-        eff = action if action in ("stop", "retry") else "continue"
-        r = _ACTION_RANK[eff]
+        eff = effective_action(action)
+        r = ACTION_RANK[eff]
         if r > rank:
             rank, action_max = r, eff
         score = _num_fast(o.get("score"))
@@ -175,14 +177,6 @@ def _step_rows(pk: int, step: int, rec: dict[str, Any], raw: bytes) -> tuple[tup
            _num_fast(rec.get("cost_usd")), bool(rec.get("retry")), action_max, (total / n) if n else None,
            _raw_text(raw, rec))
     return row, critics
-
-
-def effective_action(action: Any) -> str:
-    """A critic action as the engine treats it: stop, retry, or else continue."""
-    return action if action in ("stop", "retry") else "continue"
-
-
-_ACTION_RANK = {"continue": 0, "retry": 1, "stop": 2}
 
 
 class Applier:
@@ -342,7 +336,6 @@ class Applier:
                     continue
                 tokens = rec.get("tokens") or {}
                 outs = rec.get("critic_outputs") or []
-                actions = [effective_action(o.get("action")) for o in outs]
                 scores = [_num(o.get("score")) for o in outs]
                 scores = [s for s in scores if s is not None]
                 steps[(pk, step)] = {
@@ -355,7 +348,7 @@ class Applier:
                     "tokens_total": _int(tokens.get("total")),
                     "cost_usd": _num(rec.get("cost_usd")),
                     "retry": bool(rec.get("retry")),
-                    "critic_action": max(actions, key=_ACTION_RANK.__getitem__) if actions else None,
+                    "critic_action": strongest_action(o.get("action") for o in outs),
                     "critic_score": (sum(scores) / len(scores)) if scores else None,
                     "record": _raw_text(raw, rec),
                 }

@@ -372,6 +372,16 @@ def test_odd_critic_actions_are_kept_as_written_and_count_as_continue(ingest, en
     assert scalar(engine, "select critic_action from steps") == "retry"
 
 
+def test_the_board_ranks_critic_actions_with_the_run_sides_ranking():
+    # one home for stop > retry > continue: the run side's table, not a copy
+    import app.queries
+    import app.ingest.store
+    from qita.engine import critic
+
+    assert app.ingest.store.ACTION_RANK is critic.ACTION_RANK is app.queries.ACTION_RANK
+    assert app.ingest.store.effective_action is critic.effective_action
+
+
 def test_a_wrongly_typed_optional_value_is_dropped_with_a_warning_and_the_step_kept(ingest, engine, tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", [start("w"), step("w", 0, tokens={"input": 1.5, "total": 9},
                                                                critic_outputs=[{"critic": "x", "score": "high"}])])

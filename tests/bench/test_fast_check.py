@@ -28,6 +28,8 @@ step = st.fixed_dictionaries({"type": st.just("step"), "run_id": st.just("r")}, 
     "actions": field(st.lists(action, max_size=2)), "critic_outputs": field(st.lists(critic, max_size=2)),
     "action_results": anyjson, "tool_invocations": field(st.lists(anyjson, max_size=2)), "state_diff": anyjson,
     "tokens": field(st.fixed_dictionaries({}, optional={"input": anyjson, "output": anyjson, "total": anyjson})),
+    "live_verdicts": field(st.dictionaries(st.text(max_size=3), field(st.sampled_from(["pass", "fail", "undecided"])),
+                                           max_size=2)),
 })
 event = st.fixed_dictionaries({"type": st.just("event"), "run_id": st.just("r")}, optional={
     "step": anyjson, "phase": anyjson, "ok": anyjson, "ts": anyjson, "payload": anyjson})

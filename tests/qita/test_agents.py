@@ -18,6 +18,22 @@ def test_report_usage_and_decision_usage_are_summed_per_step():
     assert abs(result.cost_usd - 0.0016) < 1e-12
 
 
+def test_a_step_that_raises_after_deciding_still_counts_the_decision_tokens():
+    # the model call happened and was paid for, even though reduce() then failed
+    class BadReduce(Agent):
+        def decide(self, state, observation):
+            self.report_usage(20, 2)
+            return Decision.act([], usage=Usage(input=300, output=40, cost_usd=0.01))
+
+        def reduce(self, state, observation, decision):
+            raise ValueError("reduce bug")
+
+    result = Engine(BadReduce()).run("t")
+    assert result.stop_reason == StopReason.UNRECOVERABLE_ERROR and result.steps == 1
+    assert result.tokens == {"input": 320, "output": 42, "total": 362} and result.cost_usd == 0.01
+    assert result.failure_report["errors"][0]["phase"] == "REDUCE"
+
+
 def test_openai_compat_agent_with_a_fake_transport():
     replies = [
         {"choices": [{"message": {"role": "assistant", "content": "checking",

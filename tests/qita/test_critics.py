@@ -136,3 +136,34 @@ def test_a_critic_that_raises_is_recorded_and_does_not_crash_the_run(trace_file)
     assert len(end["failure_report"]["critic_errors"]) == 3
     critic_events = [e for e in of_type(records, "event") if e["phase"] == "CRITIC"]
     assert critic_events and all(e["ok"] is False for e in critic_events)
+
+
+def test_action_ranking_stop_over_retry_over_continue():
+    from qita.engine.critic import ACTION_RANK, effective_action, strongest_action
+
+    assert ACTION_RANK["stop"] > ACTION_RANK["retry"] > ACTION_RANK["continue"]
+    assert [effective_action(a) for a in ("stop", "retry", "continue", "STOP", None, 42, ["stop"])] == \
+        ["stop", "retry", "continue", "continue", "continue", "continue", "continue"]
+    assert strongest_action(["continue", "retry", "weird"]) == "retry"
+    assert strongest_action(["retry", "stop", "continue"]) == "stop"
+    assert strongest_action(["anything"]) == "continue"
+    assert strongest_action([]) is None
+
+
+def test_critic_patches_are_written_beside_the_verdict_and_other_keys_under_extra(trace_file):
+    class Patching(Critic):
+        name = "patcher"
+
+        def evaluate(self, state, decision, results):
+            if state.step == 0:
+                return {"action": "retry", "reason": "wrong file", "score": 0.1,
+                        "patches": [{"file": "calc.py", "diff": "-a - b\n+a + b"}], "confidence": "high"}
+            return {"action": "continue", "score": 1.0}
+
+    result, records = run([Patching()], trace_file)
+    steps = of_type(records, "step")
+    first = steps[0]["critic_outputs"][0]
+    assert first["patches"] == [{"file": "calc.py", "diff": "-a - b\n+a + b"}]
+    assert first["extra"] == {"confidence": "high"}   # not a place of its own: kept under extra
+    assert "patches" not in steps[1]["critic_outputs"][0]  # no patches proposed, none written
+    assert steps[1]["retry"] is True and result.stop_reason == StopReason.FINAL

@@ -55,6 +55,22 @@ def test_command_count_bounds_live_verdicts():
     assert must_not.check(traj(NOTE)).passed is True
 
 
+def test_max_count_zero_alone_is_the_must_not_run_form():
+    # docs/engine.md: `CommandExecuted(id, pattern, max_count=0)` is must-not-run, no min_count needed
+    must_not = CommandExecuted("no_push", r"git push", max_count=0, stop_when="fail")
+    assert (must_not.min_count, must_not.max_count) == (0, 0)
+    assert must_not.live_stop_polarities == frozenset({"fail"})
+    assert must_not.live_verdict(traj(("bash", {"command": "ls"}))) == "undecided"
+    assert must_not.live_verdict(traj(("bash", {"command": "git push -f"}))) == "fail"
+    assert must_not.check(traj(("bash", {"command": "ls"}))).passed is True
+    assert must_not.check(traj(("bash", {"command": "git push"}))).passed is False
+    assert ToolInvoked("t", "rm", max_count=0).min_count == 0
+    assert CommandExecuted("c", "x", max_count=3).min_count == 1  # an upper bound above 0 still needs one
+    with pytest.raises(ValueError, match="min_count <= max_count"):
+        CommandExecuted("c", "x", min_count=1, max_count=0)
+    _engine([must_not])  # armable for fail
+
+
 def test_tool_invoked_live_and_final():
     c = ToolInvoked("t", "skill")
     assert c.live_verdict(traj(NOTE)) == "undecided"

@@ -219,6 +219,31 @@ def test_env_capability_mismatch():
     assert "browser" in result.stop_detail
 
 
+def test_state_stop_reason_is_set_after_a_preflight_failure_too():
+    # "written to state.stop_reason at the end of every run": the runs refused before a step included
+    class Picky(ScriptedAgent):
+        def validate_task(self, task):
+            return "no"
+
+    class BrokenInit(ScriptedAgent):
+        def init_state(self, task, **kw):
+            raise RuntimeError("cannot start")
+
+    cases = [
+        (Engine(Picky([step(NOTE)])), "t", StopReason.TASK_VALIDATION_FAILED),
+        (Engine(agent([step(NOTE)])), "   ", StopReason.TASK_VALIDATION_FAILED),
+        (Engine(agent([step(NOTE)])), Task(id="t", objective="o", required_tools=["browser"]),
+         StopReason.ENV_CAPABILITY_MISMATCH),
+        (Engine(BrokenInit([step(NOTE)])), "t", StopReason.UNRECOVERABLE_ERROR),
+    ]
+    for engine, task, expected in cases:
+        result = engine.run(task)
+        assert result.state is not None, expected
+        assert result.state.stop_reason == expected == result.stop_reason
+        assert result.state.task.objective == (task.objective if isinstance(task, Task) else task)
+        assert result.steps == 0
+
+
 def test_unrecoverable_error_when_decide_raises(trace_file):
     with TraceWriter(trace_file, "r") as w:
         result = Engine(agent([step(NOTE), {"raise": "model endpoint gone"}]), trace=w).run("t")
