@@ -420,6 +420,7 @@ class _Run:
             final_text = None if final is None else (final if isinstance(final, str) else str(final))
             self.writer.run_end(ts=self.now(), status=status, stop_reason=stop.reason.value, stop_detail=stop.detail,
                                 final_result=final_text, verdict=verdict, steps=self.steps_done,
+                                tool_calls=len(self.trajectory.tool_calls),
                                 tokens=dict(self.tokens), cost_usd=self.cost, elapsed_s=round(elapsed, 6),
                                 failure_report=failure_report, stopped_early=stopped_early)
         return RunResult(state=state, run_id=self.run_id, task=self.task, stop_reason=stop.reason,

@@ -50,6 +50,8 @@ def test_stop_sets_critic_stop_and_ends_the_run(trace_file):
     end = of_type(records, "run_end")[0]
     assert end["stop_reason"] == "critic_stop" and end["stop_detail"] == "unsafe"
     assert end["final_result"] is None
+    # the run's tool calls, counted from the steps it wrote
+    assert end["tool_calls"] == sum(len(s["actions"]) for s in of_type(records, "step"))
 
 
 def test_retry_reexecutes_with_the_same_observation_and_next_step_index(trace_file):
