@@ -21,6 +21,7 @@ from .errors import QitaError
 from .jobs import Writer
 from .paths import STATIC
 from .render import JSONResponse, is_htmx, make_templates, wants_json
+from .secrets import mask_text
 from .security import SecurityMiddleware
 from .settings import Settings
 from .urls import RawPathMiddleware
@@ -30,6 +31,8 @@ log = logging.getLogger("qita")
 
 
 def _error_response(request: Request, exc: QitaError):
+    # Messages may quote trace text (a run id, a bad value): masked like any page.
+    exc = QitaError(mask_text(exc.message), status=exc.status, title=exc.title)
     if wants_json(request):
         return JSONResponse({"error": exc.message, "status": exc.status}, status_code=exc.status)
     templates = request.app.state.templates
