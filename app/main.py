@@ -22,7 +22,7 @@ from .jobs import Writer
 from .paths import STATIC
 from .render import JSONResponse, is_htmx, make_templates, wants_json
 from .secrets import mask_text
-from .security import SecurityMiddleware
+from .security import Guard, SecurityMiddleware
 from .settings import Settings
 from .urls import RawPathMiddleware
 from .watch import Watcher
@@ -137,7 +137,8 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
-    app.add_middleware(SecurityMiddleware, settings=settings)
+    app.state.security = guard = Guard(settings)
+    app.add_middleware(SecurityMiddleware, settings=settings, guard=guard)
     app.add_middleware(RawPathMiddleware)
     return app
 
