@@ -66,9 +66,12 @@ def run_ingest(settings: Settings, paths: list[str], *, progress: bool) -> "Any"
     from .ingest import Ingestor
     from .ingest.sources import discover
 
+    from . import tempfiles
+
+    tempfiles.remove_stale()  # what a crashed board or ingest left behind
     engine = open_database(settings)
     try:
-        found = discover(paths, max_archive_bytes=settings.max_archive_bytes)
+        found = discover(paths, settings=settings)
         bar = _Progress(found.total_bytes, progress and sys.stderr.isatty() and found.total_bytes > 1 << 20)
         try:
             report = Ingestor(engine, settings, progress=bar.advance).ingest_discovery(found)

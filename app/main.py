@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import urls  # noqa: F401  (registers the runid convertor before routes are built)
+from . import tempfiles, urls  # noqa: F401  (registers the runid convertor before routes are built)
 from .db import open_database
 from .errors import QitaError
 from .jobs import Writer
@@ -84,6 +84,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        tempfiles.remove_stale()  # what a crashed board left behind
         writer.start()
         watcher.start()
         sweeper.start()

@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     max_line_bytes: int = Field(64 * 1024 * 1024, description="Longest trace line accepted")
     max_upload_bytes: int = Field(1024 * 1024 * 1024, description="Largest upload request accepted")
     max_archive_bytes: int = Field(4 * 1024 * 1024 * 1024, description="Largest total decompressed size of an archive")
+    max_archive_ratio: float = Field(200.0, description="Largest decompressed / compressed size of a .gz file, a zip "
+                                                        "entry and a whole zip (past the first 16 MiB)")
+    max_archive_entries: int = Field(10_000, description="Most entries read from one zip archive")
     batch_lines: int = Field(2000, description="Lines per ingest transaction")
     live_poll_s: float = Field(2.0, description="How often live pages poll for updates")
     page_steps: int = Field(25, description="Steps per lazily loaded block")

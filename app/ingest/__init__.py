@@ -30,7 +30,7 @@ from ..models import SOURCES, RUNS
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
 from . import coder_eval  # noqa: F401  (registers the coder_eval results reader)
-from .lines import GZIP_ERRORS, iter_items, open_stream, validate_record
+from .lines import ENTRY_ERRORS, LimitExceeded, iter_items, open_stream, validate_record
 from .sources import Discovery, Source, discover
 from .store import Applier
 
@@ -134,7 +134,7 @@ class Ingestor:
     def ingest_paths(self, paths: list[str], *, final: bool = True, closed: bool = False,
                      key_prefix: Optional[str] = None, labels: Optional[list[str]] = None) -> IngestReport:
         """Ingest files, folders, archives and globs; see `discover` for keys and labels."""
-        found = discover(paths, key_prefix=key_prefix, labels=labels, max_archive_bytes=self.settings.max_archive_bytes)
+        found = discover(paths, key_prefix=key_prefix, labels=labels, settings=self.settings)
         try:
             return self.ingest_discovery(found, final=final, closed=closed)
         finally:
@@ -260,8 +260,14 @@ class Ingestor:
         if self.progress:
             self.progress(st.st_size)
 
+    def _open(self, src: Source):
+        if src.open is not None:
+            return src.open()
+        return open_stream(src.path, gz=src.kind == "gz", max_decompressed=self.settings.max_archive_bytes,
+                           max_ratio=self.settings.max_archive_ratio)
+
     def _ingest_lines(self, src: Source, report: IngestReport, *, final: bool, closed: bool) -> None:
-        st = os.stat(src.path)
+        st = src.stamp or os.stat(src.path)
         prev = self._source_row(src.key)
         if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
             if self.progress:
@@ -270,10 +276,9 @@ class Ingestor:
         gz = src.kind == "gz"
         if st.st_size == 0 and final and prev is None:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
-        limit = self.settings.max_archive_bytes
         hasher = hashlib.sha256()
         start_offset = start_line = 0
-        fh = open_stream(src.path, gz=gz, max_decompressed=limit)
+        fh = self._open(src)
         try:
             if prev is not None and prev["offset"] and prev["content_hash"]:
                 # Resume only if the bytes already read are still the same.
@@ -285,13 +290,13 @@ class Ingestor:
                             break
                         hasher.update(chunk)
                         remaining -= len(chunk)
-                except GZIP_ERRORS:
+                except ENTRY_ERRORS:
                     remaining = 1
                 if remaining == 0 and hasher.hexdigest() == prev["content_hash"]:
                     start_offset, start_line = prev["offset"], prev["lines"]
                 else:
                     fh.close()
-                    fh = open_stream(src.path, gz=gz, max_decompressed=limit)
+                    fh = self._open(src)
                     hasher = hashlib.sha256()
             self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
         finally:
@@ -336,7 +341,10 @@ class Ingestor:
                     if self.progress and not gz:
                         self.progress(consumed_offset - reported)
                         reported = consumed_offset
-        except GZIP_ERRORS as exc:
+        except LimitExceeded as exc:
+            # A limit of the stream, not of a line: named by file only.
+            report.errors.append(IngestIssue(src.label, None, str(exc)))
+        except ENTRY_ERRORS as exc:
             report.errors.append(IngestIssue(src.label, consumed_line + 1, f"cannot decompress: {exc}"))
         self._commit(src, report, batch, source_values(True), closed=closed, run_warnings=run_warnings)
         if self.progress:
