@@ -71,7 +71,7 @@ class _Sweeper:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.writer.submit("sweep", lambda job, ingestor: ingestor.sweep())
+            self.writer.submit("sweep", lambda job, ingestor: ingestor.sweep(), owner="board")
 
 
 def create_app(settings: Optional[Settings] = None) -> FastAPI:
@@ -88,12 +88,16 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         writer.start()
         watcher.start()
         sweeper.start()
+        app.state.stopping = False
         try:
             yield
         finally:
+            # Stop means stop: requests waiting on a job give up, jobs stop at their next
+            # line, and the whole shutdown fits in the 5 s a stop signal is given.
+            app.state.stopping = True
             sweeper.stop()
             watcher.stop()
-            writer.stop()
+            writer.stop(timeout=2.0)
             engine.dispose()
 
     app = FastAPI(

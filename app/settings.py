@@ -38,6 +38,8 @@ class Settings(BaseSettings):
                                                         "entry and a whole zip (past the first 16 MiB)")
     max_archive_entries: int = Field(10_000, description="Most entries read from one zip archive")
     batch_lines: int = Field(2000, description="Lines per ingest transaction")
+    ingest_workers: int = Field(3, description="Write jobs (uploads, watch passes) run at once, taking turns per batch")
+    job_budget_s: float = Field(600.0, description="Longest an upload's ingest may run; what was read is kept")
     live_poll_s: float = Field(2.0, description="How often live pages poll for updates")
     page_steps: int = Field(25, description="Steps per lazily loaded block")
     first_page_steps: int = Field(12, description="Steps in the first block of a run page")

@@ -173,17 +173,15 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
 
 
 def ingest_job(received: Received):
-    """The writer job: ingest the stored files under their uploaded names, then remove them."""
+    """The writer job: ingest the stored files under their uploaded names (the writer then
+    removes them through the job's cleanup, `Received.remove`, on every path)."""
 
     def run(job, ingestor) -> dict[str, Any]:
-        try:
-            if received.files:
-                report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix="upload:",
-                                               labels=[label for label, _p, _s in received.files])
-            else:
-                report = IngestReport()
-        finally:
-            received.remove()
+        if received.files:
+            report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix="upload:",
+                                           labels=[label for label, _p, _s in received.files])
+        else:
+            report = IngestReport()
         return upload_result(report, received)
 
     return run

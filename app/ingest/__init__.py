@@ -37,6 +37,20 @@ from .store import Applier
 
 ProgressFn = Callable[[int], None]
 
+
+class Stopped(Exception):
+    """The ingest was told to stop (cancel, time budget, a stop signal): the batch being
+    built was not written; every batch before it was, with its file offset."""
+
+
+#: Lines read between two looks at the stop flag (a look is a call; a line costs ~10 µs).
+STOP_CHECK_LINES = 64
+
+
+@contextmanager
+def _no_gate():
+    yield
+
 _frozen_lock = threading.Lock()
 _frozen_depth = 0
 
@@ -124,11 +138,22 @@ def _now() -> datetime:
 class Ingestor:
     """Reads sources into the store. One instance per writer (it caches run keys)."""
 
-    def __init__(self, engine: Engine, settings: Settings, *, progress: Optional[ProgressFn] = None):
+    def __init__(self, engine: Engine, settings: Settings, *, progress: Optional[ProgressFn] = None,
+                 gate: Optional[Callable[[], Any]] = None, stop: Optional[Callable[[], bool]] = None):
         self.engine = engine
         self.settings = settings
         self.applier = Applier(engine)
         self.progress = progress
+        #: taken around every write transaction (the board's writer: one write at a time, in turn)
+        self.gate = gate or _no_gate
+        #: polled between lines and before every write: True ends the ingest with `Stopped`
+        self.stop = stop
+        #: records written so far (progress)
+        self.records_done = 0
+
+    def check_stop(self) -> None:
+        if self.stop is not None and self.stop():
+            raise Stopped()
 
     # -- entry points -----------------------------------------------------------------
     def ingest_paths(self, paths: list[str], *, final: bool = True, closed: bool = False,
@@ -147,6 +172,7 @@ class Ingestor:
             report.errors.append(IngestIssue(label, line, message))
         with _old_objects_frozen():
             for src in found.sources:
+                self.check_stop()
                 report.files += 1
                 self.ingest_source(src, report, final=final, closed=closed)
         self.sweep()
@@ -164,7 +190,7 @@ class Ingestor:
         if self.engine.dialect.name != "sqlite":
             return
         try:
-            with self.engine.begin() as conn:
+            with self.gate(), self.engine.begin() as conn:
                 total = conn.execute(select(func.count()).select_from(RUNS)).scalar_one()
                 if created >= 1000 or created * 10 >= total:
                     conn.exec_driver_sql("PRAGMA analysis_limit=1000")
@@ -175,7 +201,7 @@ class Ingestor:
     def sweep(self) -> None:
         """Mark runs that went silent as abandoned."""
         try:
-            with self.engine.begin() as conn:
+            with self.gate(), self.engine.begin() as conn:
                 derive.sweep_abandoned(conn, now=_now(), abandon_after_s=self.settings.abandon_after_s)
         except SQLAlchemyError as exc:
             raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
@@ -212,8 +238,9 @@ class Ingestor:
     def _commit(self, src: Source, report: IngestReport, batch: list, source_values: Optional[dict[str, Any]],
                 *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None) -> None:
         """Apply one batch and record the source's progress, atomically."""
+        self.check_stop()
         try:
-            with self.engine.begin() as conn:
+            with self.gate(), self.engine.begin() as conn:
                 touched: set[str] = set()
                 if batch:
                     touched, created, warnings = self.applier.apply(conn, batch, source_format=src.source_format,
@@ -221,6 +248,7 @@ class Ingestor:
                     report.created |= created
                     report.run_ids |= touched
                     report.records += len(batch)
+                    self.records_done += len(batch)
                     by_run: dict[str, list[str]] = {}
                     for label, line, message, run_id in warnings:
                         report.warnings.append(IngestIssue(label, line or None, message))
@@ -310,6 +338,8 @@ class Ingestor:
         digest = hasher.copy()
         reported = offset
         gz = src.kind == "gz"
+        stop = self.stop
+        tick = 0
 
         def source_values(done: bool) -> dict[str, Any]:
             # mtime is saved only after a complete pass: it is what lets the next pass skip
@@ -320,6 +350,11 @@ class Ingestor:
         try:
             for item in iter_items(fh, start_offset=offset, start_line=line, max_line_bytes=self.settings.max_line_bytes,
                                    final=final, transform=src.transform, hasher=hasher):
+                tick += 1
+                if stop is not None and tick >= STOP_CHECK_LINES:
+                    tick = 0
+                    if stop():
+                        raise Stopped()
                 if item.error:
                     report.errors.append(IngestIssue(src.label, item.line, item.error))
                 if item.record is not None:

@@ -29,7 +29,7 @@ def skip_unless_route(response) -> None:
 
 def upload_report(client: TestClient, files: list[tuple[str, bytes]]) -> tuple[int, dict]:
     """Upload and return (status, report), waiting for the write job when the route answers with one."""
-    r = client.post(UPLOAD, files=[("files", (name, data, "application/octet-stream")) for name, data in files])
+    r = client.post(UPLOAD, params={"wait": "true"}, files=[("files", (name, data, "application/octet-stream")) for name, data in files])
     skip_unless_route(r)
     body = r.json()
     job = body.get("job") if isinstance(body.get("job"), dict) else None

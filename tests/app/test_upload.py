@@ -33,6 +33,7 @@ GOOD = lines(
 
 
 def post(client, *files, **params):
+    params.setdefault("wait", "true")
     return client.post("/api/traces", params=params, files=[("files", f) for f in files])
 
 
