@@ -97,7 +97,8 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
             app.state.stopping = True
             sweeper.stop()
             watcher.stop()
-            writer.stop(timeout=2.0)
+            writer.stop(timeout=1.5)
+            tempfiles.remove_own()
             engine.dispose()
 
     app = FastAPI(

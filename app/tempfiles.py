@@ -34,6 +34,11 @@ def own_folder() -> Path:
     return folder
 
 
+def remove_own() -> None:
+    """Remove this process's folder (the board's shutdown; atexit does it again harmlessly)."""
+    shutil.rmtree(base() / str(os.getpid()), ignore_errors=True)
+
+
 def make_dir(prefix: str) -> str:
     """A new private folder inside this process's folder."""
     return tempfile.mkdtemp(prefix=prefix, dir=own_folder())

@@ -37,7 +37,7 @@ class Watcher:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(2)
+            self._thread.join(1)
             self._thread = None
 
     def _queue_pass(self) -> None:
