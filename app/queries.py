@@ -415,11 +415,18 @@ def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str
     return {"steps": n, "bucket": bucket, "marks": marks}
 
 
+#: What pages read of a step or event: the preview of a large record (app.previews), else the
+#: record. COALESCE stops at the preview, so the large record itself is never read.
+_STEP_VIEW = (*[c for c in STEPS.c if c.name not in ("record", "preview")],
+              func.coalesce(STEPS.c.preview, STEPS.c.record).label("record"))
+_EVENT_RECORD = func.coalesce(EVENTS.c.preview, EVENTS.c.record).label("record")
+
+
 def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25) -> tuple[list[dict[str, Any]], int]:
     """A block of steps with their critic outputs and events, and the run's step count."""
     total = session.execute(select(func.count()).select_from(STEPS).where(STEPS.c.run_pk == run_pk)).scalar_one()
     rows = [dict(r) for r in session.execute(
-        select(STEPS).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step).offset(max(0, offset)).limit(max(1, min(limit, 200)))
+        select(*_STEP_VIEW).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step).offset(max(0, offset)).limit(max(1, min(limit, 200)))
     ).mappings()]
     if not rows:
         return [], total
@@ -433,7 +440,7 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
             "action": c["action"], "effective_action": c["effective_action"],
             "reason": c["reason"], "score": c["score"], "details": c["details"]})
     events: dict[int, list[dict[str, Any]]] = {}
-    for e in session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+    for e in session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD)
                              .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.in_(idxs))
                              .order_by(EVENTS.c.step, EVENTS.c.ts, EVENTS.c.id)).mappings():
         events.setdefault(e["step"], []).append(dict(e))
@@ -461,7 +468,7 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
 
 def get_run_events(session: Session, *, run_pk: int, without_step: bool = True, limit: int = 500) -> list[dict[str, Any]]:
     """Events not tied to a step (run-level phases and unknown record types)."""
-    stmt = select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record).where(EVENTS.c.run_pk == run_pk)
+    stmt = select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD).where(EVENTS.c.run_pk == run_pk)
     if without_step:
         stmt = stmt.where(EVENTS.c.step.is_(None))
     rows = session.execute(stmt.order_by(EVENTS.c.ts, EVENTS.c.id).limit(limit)).mappings()
@@ -478,7 +485,7 @@ def get_stepless_events(session: Session, *, run_pk: int, limit: int = 500) -> l
     """Events naming a step that has no step record (a QitOS folder with events only),
     grouped by step number; each event keeps its index among its step's events."""
     no_step = ~exists().where(STEPS.c.run_pk == run_pk, STEPS.c.step == EVENTS.c.step)
-    rows = session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+    rows = session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD)
                            .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_not(None), no_step)
                            .order_by(EVENTS.c.step, EVENTS.c.ts, EVENTS.c.id).limit(limit)).mappings()
     groups: dict[int, list[dict[str, Any]]] = {}
@@ -580,6 +587,16 @@ def resolve_pointer(value: Any, tokens: list[str]) -> Any:
         else:
             raise KeyError(tok)
     return value
+
+
+def record_length(session: Session, *, run_pk: int, step: int, event: Optional[int] = None) -> Optional[int]:
+    """How long a step's (or its `event`-th event's) stored record is, without reading it."""
+    if event is None:
+        stmt = select(func.length(STEPS.c.record)).where(STEPS.c.run_pk == run_pk, STEPS.c.step == step)
+    else:
+        stmt = (select(func.length(EVENTS.c.record)).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
+                .order_by(EVENTS.c.ts, EVENTS.c.id).offset(max(0, event)).limit(1))
+    return session.execute(stmt).scalar_one_or_none()
 
 
 def get_step_field(session: Session, *, run_pk: int, step: int, pointer: str, event: Optional[int] = None) -> Any:
@@ -696,7 +713,7 @@ def export_records(session: Session, *, run_pk: int, batch: int = 500):
 
 def get_step_events(session: Session, *, run_pk: int, step: int) -> list[dict[str, Any]]:
     """One step's events in order (the same order the field loader's `event` index counts)."""
-    rows = session.execute(select(EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+    rows = session.execute(select(EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD)
                            .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
                            .order_by(EVENTS.c.ts, EVENTS.c.id)).mappings()
     return [{"phase": r["phase"], "ok": r["ok"], "ts": r["ts"], "record": _loads(r["record"])} for r in rows]

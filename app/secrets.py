@@ -299,7 +299,7 @@ class Masker:
     def text(self, value: str) -> str:
         """`value` with every detected secret replaced by its placeholder."""
         if self.max_chars is not None and len(value) > self.max_chars:
-            return self.text(value[:self.max_chars]) + cut_note(len(value))
+            return self.text(value[:cut_point(value, 0, self.max_chars)]) + cut_note(len(value))
         if len(value) < 8 or not self.detect:
             return value
         if len(value) > WINDOW_CHARS:
@@ -342,7 +342,7 @@ class Masker:
         split between two pieces."""
         pos, n = 0, len(value)
         while pos < n:
-            end = _cut_point(value, pos, window)
+            end = cut_point(value, pos, window)
             yield self._text(value[pos:end])
             pos = end
 
@@ -539,9 +539,16 @@ class Masker:
         return root[0]
 
 
-def _cut_point(value: str, pos: int, window: int) -> int:
-    """Where the window starting at `pos` ends: after a line break (else white space) in its
-    last WINDOW_SLACK characters, never inside a private-key block; the hard end otherwise."""
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=.-")
+#: Longest run of token characters backed out of at a hard cut (no secret is longer).
+MAX_TOKEN_CHARS = 1024
+
+
+def cut_point(value: str, pos: int, window: int) -> int:
+    """Where a piece of `value` starting at `pos` and at most `window` long should end so that
+    no secret is split: after a line break (else white space) in the last WINDOW_SLACK
+    characters, never inside a private-key block; with neither, before the run of token
+    characters the hard end falls in (unless that run is longer than any secret)."""
     end = pos + window
     if end >= len(value):
         return len(value)
@@ -549,7 +556,15 @@ def _cut_point(value: str, pos: int, window: int) -> int:
     cut = value.rfind("\n", lo, end)
     if cut < 0:
         cut = max(value.rfind(" ", lo, end), value.rfind("\t", lo, end))
-    cut = end if cut < 0 else cut + 1
+    if cut >= 0:
+        cut += 1
+    else:
+        cut = end
+        back = end
+        while back > max(pos + 1, end - MAX_TOKEN_CHARS) and value[back - 1] in _TOKEN_CHARS:
+            back -= 1
+        if back > pos + 1 and value[back - 1] not in _TOKEN_CHARS and value[end] in _TOKEN_CHARS:
+            cut = back
     begin = value.rfind(_PEM_BEGIN, max(pos, cut - MAX_PEM_CHARS), cut)
     if begin > pos and value.find("-----END ", begin, cut) < 0:
         cut = begin  # keep a key block whole in the next window

@@ -30,6 +30,7 @@ from ..models import SOURCES, RUNS
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
 from . import coder_eval  # noqa: F401  (registers the coder_eval results reader)
+from . import overwrite
 from .lines import ENTRY_ERRORS, LimitExceeded, iter_items, open_stream, validate_record
 from .sources import Discovery, Source, discover
 from .store import Applier
@@ -242,13 +243,29 @@ class Ingestor:
         try:
             with self.gate(), self.engine.begin() as conn:
                 touched: set[str] = set()
+                screened: list[tuple[str, int, str, str]] = []
+                # Records read, whether applied or screened out as equal or refused (the report counts reading).
+                read = len(batch)
+                report.records += read
+                self.records_done += read
+                if batch:
+                    origin, origin_label = src.origin or src.key, src.origin_label or src.label
+                    batch, screened, known = overwrite.screen(conn, batch, origin=origin, label=origin_label)
+                    for rid, pk in known.items():
+                        self.applier.remember_run(rid, pk)
+                if screened:
+                    by_run_screened: dict[str, list[str]] = {}
+                    for label, line, message, run_id in screened:
+                        report.warnings.append(IngestIssue(label, line or None, message))
+                        by_run_screened.setdefault(run_id, []).append(message)
+                    for rid, msgs in by_run_screened.items():
+                        self.applier.add_warnings(conn, rid, msgs)
                 if batch:
                     touched, created, warnings = self.applier.apply(conn, batch, source_format=src.source_format,
                                                                     closed=closed)
+                    overwrite.claim(conn, sorted(touched), origin=origin, label=origin_label)
                     report.created |= created
                     report.run_ids |= touched
-                    report.records += len(batch)
-                    self.records_done += len(batch)
                     by_run: dict[str, list[str]] = {}
                     for label, line, message, run_id in warnings:
                         report.warnings.append(IngestIssue(label, line or None, message))

@@ -41,6 +41,10 @@ class Source:
     open: Optional[Callable[[], Any]] = None
     #: (st_size, st_mtime) standing in for os.stat of a stream not on disk
     stamp: Optional[Any] = None
+    #: what a run began by this source remembers as its origin (default: `key`), and its name
+    #: for people (default: `label`); files read as one (a QitOS folder) share one
+    origin: Optional[str] = None
+    origin_label: Optional[str] = None
 
 
 @dataclass
