@@ -343,7 +343,7 @@ class Masker:
         pos, n = 0, len(value)
         while pos < n:
             end = cut_point(value, pos, window)
-            yield self._text(value[pos:end])
+            yield self._text(value[pos:end]) if self.detect else value[pos:end]
             pos = end
 
     def _text(self, value: str) -> str:
