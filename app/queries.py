@@ -14,6 +14,7 @@ from sqlalchemy import and_, case, column, exists, func, literal_column, or_, se
 from sqlmodel import Session
 
 from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
+from .secrets import cut_text
 from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
 
@@ -24,8 +25,13 @@ SORTS = {
     "duration": RUNS.c.elapsed_s,
     "run_id": RUNS.c.run_id,
 }
+#: Characters of a run's objective a list row carries (the run's own page has all of it):
+#: a page of 50 runs with 1 MB objectives read and masked 100 MB before.
+LIST_TEXT_CHARS = 2000
 LIST_COLUMNS = [
-    RUNS.c.run_id, RUNS.c.task_id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.replicate, RUNS.c.objective,
+    RUNS.c.run_id, RUNS.c.task_id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.replicate,
+    func.substr(RUNS.c.objective, 1, LIST_TEXT_CHARS + 1).label("objective"),
+    func.length(RUNS.c.objective).label("objective_chars"),
     RUNS.c.agent, RUNS.c.model, RUNS.c.started_at, RUNS.c.started_ts, RUNS.c.state, RUNS.c.status,
     RUNS.c.stop_reason, RUNS.c.stop_reason_raw, RUNS.c.verdict, RUNS.c.gated_on, RUNS.c.early_stopped,
     RUNS.c.steps, RUNS.c.retries, RUNS.c.tokens_total, RUNS.c.cost_usd, RUNS.c.elapsed_s, RUNS.c.tags,
@@ -232,6 +238,8 @@ def list_runs(session: Session, *, filters: RunFilters) -> tuple[list[dict[str, 
         if pk in found:
             row = dict(found[pk])
             row.pop("id")
+            if row["objective"] is not None:
+                row["objective"] = cut_text(row["objective"], LIST_TEXT_CHARS, row["objective_chars"])
             rows.append(row)
     return rows, count
 

@@ -281,6 +281,14 @@ def cut_note(total: int) -> str:
     return f"… [cut: {total:,} characters in all; open the value's field view for the whole text]"
 
 
+def cut_text(value: str, limit: int, total: Optional[int] = None) -> str:
+    """`value` cut to about `limit` characters where no secret is split, with `cut_note`
+    (`total`: the whole value's length when `value` is already a prefix of it)."""
+    if len(value) <= limit:
+        return value
+    return value[:cut_point(value, 0, limit)] + cut_note(total if total is not None else len(value))
+
+
 @dataclass
 class Masker:
     """Masks strings and nested data; counts what it masked (the page tells the user).
