@@ -9,9 +9,9 @@ For a string over FIELD_INLINE_CHARS the field view:
   (`Masker.iter_text`) and escaped;
 - as JSON (`/api/…/field`), streams `{"…", "value": "…"}` the same way.
 
-Loading a step's record to find the value reads all of it: records longer than
-BIG_RECORD_CHARS are loaded one at a time (`gate_for`), so ten readers of a 60 MB value
-hold one copy in memory, not ten.
+Loading a step's record to find the value reads all of it: large records (those with
+a preview, over 256 KiB) are loaded by one request at a time (`gate_for`), so ten
+readers of a 60 MB value hold one copy in memory, not ten.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from .secrets import Masker, cut_point, is_secret_key
 
 #: Longest string value answered in one piece; longer ones stream.
 FIELD_INLINE_CHARS = 256 * 1024
-#: Records at least this long are loaded by one request at a time.
-BIG_RECORD_CHARS = 8 * 1024 * 1024
 _BIG_RECORDS = threading.BoundedSemaphore(1)
 
 
@@ -45,11 +43,10 @@ class _NoGate:
 
 
 def gate_for(session, *, run_pk: int, step: Optional[int], event: Optional[int]):
-    """The semaphore a field lookup takes: one at a time for big step records, none otherwise."""
-    if step is None:
+    """The semaphore a field lookup takes: one at a time for large step records, none otherwise."""
+    if step is None or not queries.record_is_large(session, run_pk=run_pk, step=step, event=event):
         return _NoGate()
-    length = queries.record_length(session, run_pk=run_pk, step=step, event=event)
-    return _BIG_RECORDS if length is not None and length >= BIG_RECORD_CHARS else _NoGate()
+    return _BIG_RECORDS
 
 
 def is_long(value: Any) -> bool:

@@ -597,14 +597,15 @@ def resolve_pointer(value: Any, tokens: list[str]) -> Any:
     return value
 
 
-def record_length(session: Session, *, run_pk: int, step: int, event: Optional[int] = None) -> Optional[int]:
-    """How long a step's (or its `event`-th event's) stored record is, without reading it."""
+def record_is_large(session: Session, *, run_pk: int, step: int, event: Optional[int] = None) -> bool:
+    """Whether a step's (or its `event`-th event's) stored record is a large one (it has a
+    preview), found without reading the record: length() would load all of it."""
     if event is None:
-        stmt = select(func.length(STEPS.c.record)).where(STEPS.c.run_pk == run_pk, STEPS.c.step == step)
+        stmt = select(STEPS.c.preview.is_not(None)).where(STEPS.c.run_pk == run_pk, STEPS.c.step == step)
     else:
-        stmt = (select(func.length(EVENTS.c.record)).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
+        stmt = (select(EVENTS.c.preview.is_not(None)).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
                 .order_by(EVENTS.c.ts, EVENTS.c.id).offset(max(0, event)).limit(1))
-    return session.execute(stmt).scalar_one_or_none()
+    return bool(session.execute(stmt).scalar_one_or_none())
 
 
 def get_step_field(session: Session, *, run_pk: int, step: int, pointer: str, event: Optional[int] = None) -> Any:
