@@ -14,6 +14,8 @@ from .errors import QitaError
 from .settings import LOOPBACK_HOSTS, Settings
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+#: Seconds open requests get to finish once `qita board` is told to stop.
+GRACEFUL_S = 2
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -60,24 +62,44 @@ class _Progress:
             self.bar.stop()
 
 
-def run_ingest(settings: Settings, paths: list[str], *, progress: bool) -> "Any":
-    """Open the database, ingest `paths`, return the report (shared by ingest, board and demo)."""
+def run_ingest(settings: Settings, paths: list[str], *, progress: bool, stop: "Any" = None) -> "Any":
+    """Open the database, ingest `paths`, return the report (shared by ingest, board and demo).
+
+    `stop`: polled between lines; True ends the ingest with `app.ingest.Stopped` after the
+    last whole batch (see app.signals).
+    """
+    from . import tempfiles
     from .db import open_database
     from .ingest import Ingestor
     from .ingest.sources import discover
 
+    tempfiles.remove_stale()  # what a crashed board or ingest left behind
     engine = open_database(settings)
     try:
-        found = discover(paths, max_archive_bytes=settings.max_archive_bytes)
+        found = discover(paths, settings=settings)
         bar = _Progress(found.total_bytes, progress and sys.stderr.isatty() and found.total_bytes > 1 << 20)
         try:
-            report = Ingestor(engine, settings, progress=bar.advance).ingest_discovery(found)
+            report = Ingestor(engine, settings, progress=bar.advance, stop=stop).ingest_discovery(found)
         finally:
             bar.close()
             found.remove_temporary()
     finally:
         engine.dispose()
     return report
+
+
+def _ingest_until_stopped(settings: Settings, paths: list[str], *, progress: bool) -> "Any":
+    """run_ingest under stop signals: on SIGINT/SIGTERM, say what was kept and exit 128 + signal."""
+    from .ingest import Stopped
+    from .signals import StopSignals
+
+    with StopSignals() as signals:
+        try:
+            return run_ingest(settings, paths, progress=progress, stop=signals.requested)
+        except Stopped:
+            click.echo("stopped: every batch written before the signal is kept; run the same command again "
+                       "to go on from there", err=True)
+            sys.exit(signals.exit_code)
 
 
 def _print_report(report: Any, as_json: bool) -> None:
@@ -118,7 +140,7 @@ def ingest(paths: tuple[str, ...], db: Optional[str], as_json: bool) -> None:
     if missing:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     try:
-        report = run_ingest(settings, list(paths), progress=not as_json)
+        report = _ingest_until_stopped(settings, list(paths), progress=not as_json)
     except QitaError as exc:
         _fail(exc.message)
         return
@@ -165,7 +187,7 @@ def board(paths: tuple[str, ...], db: Optional[str], host: Optional[str], port: 
             missing = [p for p in paths if not os.path.exists(p) and not _glob_matches(p)]
             if missing:
                 raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
-            report = run_ingest(settings, list(paths), progress=True)
+            report = _ingest_until_stopped(settings, list(paths), progress=True)
             _print_report(report, False)
         from .main import create_app
 
@@ -177,7 +199,10 @@ def board(paths: tuple[str, ...], db: Optional[str], host: Optional[str], port: 
 
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     click.echo(f"qita board on http://{shown}:{settings.port}/  (database: {_db_label(settings)})", err=True)
-    uvicorn.run(app, host=settings.host.strip("[]"), port=settings.port, log_level="warning", proxy_headers=False)
+    # A stop signal: uvicorn stops listening, gives open requests GRACEFUL_S, then the app's
+    # shutdown stops the writer (2 s): the board is gone within the 5 s a stop may take.
+    uvicorn.run(app, host=settings.host.strip("[]"), port=settings.port, log_level="warning", proxy_headers=False,
+                timeout_graceful_shutdown=GRACEFUL_S)
 
 
 @main.command(context_settings=CONTEXT)

@@ -15,7 +15,10 @@ class QitaError(Exception):
             401: "Token required",
             403: "Forbidden",
             404: "Not found",
+            408: "Request timeout",
             413: "Too large",
+            421: "Wrong address",
+            429: "Too many tries",
             500: "Server error",
             503: "Unavailable",
         }.get(status, "Error")

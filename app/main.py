@@ -15,13 +15,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import urls  # noqa: F401  (registers the runid convertor before routes are built)
+from . import tempfiles, urls  # noqa: F401  (registers the runid convertor before routes are built)
 from .db import open_database
 from .errors import QitaError
 from .jobs import Writer
 from .paths import STATIC
 from .render import JSONResponse, is_htmx, make_templates, wants_json
-from .security import SecurityMiddleware
+from .secrets import mask_text
+from .security import Guard, SecurityMiddleware
 from .settings import Settings
 from .urls import RawPathMiddleware
 from .warm import Warmer
@@ -31,6 +32,8 @@ log = logging.getLogger("qita")
 
 
 def _error_response(request: Request, exc: QitaError):
+    # Messages may quote trace text (a run id, a bad value): masked like any page.
+    exc = QitaError(mask_text(exc.message), status=exc.status, title=exc.title)
     if wants_json(request):
         return JSONResponse({"error": exc.message, "status": exc.status}, status_code=exc.status)
     templates = request.app.state.templates
@@ -69,7 +72,7 @@ class _Sweeper:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.writer.submit("sweep", lambda job, ingestor: ingestor.sweep())
+            self.writer.submit("sweep", lambda job, ingestor: ingestor.sweep(), owner="board")
 
 
 def create_app(settings: Optional[Settings] = None) -> FastAPI:
@@ -83,17 +86,23 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        tempfiles.remove_stale()  # what a crashed board left behind
         writer.start()
         watcher.start()
         sweeper.start()
         warmer.start()
+        app.state.stopping = False
         try:
             yield
         finally:
+            # Stop means stop: requests waiting on a job give up, jobs stop at their next
+            # line, and the whole shutdown fits in the 5 s a stop signal is given.
+            app.state.stopping = True
             warmer.stop()
             sweeper.stop()
             watcher.stop()
-            writer.stop()
+            writer.stop(timeout=1.5)
+            tempfiles.remove_own()
             engine.dispose()
 
     app = FastAPI(
@@ -139,7 +148,8 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
-    app.add_middleware(SecurityMiddleware, settings=settings)
+    app.state.security = guard = Guard(settings)
+    app.add_middleware(SecurityMiddleware, settings=settings, guard=guard)
     app.add_middleware(RawPathMiddleware)
     return app
 

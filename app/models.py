@@ -103,6 +103,10 @@ class Run(RunBase, table=True):
     failure_report: Optional[Any] = _json()
     warnings: Optional[Any] = _json()
     updated_at: Optional[datetime] = Field(default=None, index=True)
+    #: the source that began the run (ingest_sources.path) and how to name it; records from
+    #: other sources may add to the run but not change it (app.ingest.overwrite)
+    origin: Optional[str] = _text()
+    origin_label: Optional[str] = _text()
 
 
 class RunPublic(RunBase):
@@ -148,6 +152,8 @@ class Step(SQLModel, table=True):
     critic_action: Optional[str] = Field(default=None, max_length=20)
     critic_score: Optional[float] = None
     record: Optional[str] = _text()
+    #: for a large record: a copy with long values cut (app.previews), what pages read
+    preview: Optional[str] = _text()
 
 
 class CriticOutputRow(SQLModel, table=True):
@@ -185,6 +191,8 @@ class EventRow(SQLModel, table=True):
     ts: Optional[str] = Field(default=None, max_length=100)
     digest: str = Field(max_length=64)
     record: Optional[str] = _text()
+    #: for a large record: a copy with long values cut (app.previews), what pages read
+    preview: Optional[str] = _text()
 
 
 class CriterionRow(SQLModel, table=True):

@@ -17,6 +17,7 @@ from qita.engine.critic import ACTION_RANK
 
 from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
 from .present import critic_patches, live_verdict_items
+from .secrets import cut_text
 from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
 
@@ -27,8 +28,13 @@ SORTS = {
     "duration": RUNS.c.elapsed_s,
     "run_id": RUNS.c.run_id,
 }
+#: Characters of a run's objective a list row carries (the run's own page has all of it):
+#: a page of 50 runs with 1 MB objectives read and masked 100 MB before.
+LIST_TEXT_CHARS = 2000
 LIST_COLUMNS = [
-    RUNS.c.run_id, RUNS.c.task_id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.replicate, RUNS.c.objective,
+    RUNS.c.run_id, RUNS.c.task_id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.replicate,
+    func.substr(RUNS.c.objective, 1, LIST_TEXT_CHARS + 1).label("objective"),
+    func.length(RUNS.c.objective).label("objective_chars"),
     RUNS.c.agent, RUNS.c.model, RUNS.c.started_at, RUNS.c.started_ts, RUNS.c.state, RUNS.c.status,
     RUNS.c.stop_reason, RUNS.c.stop_reason_raw, RUNS.c.verdict, RUNS.c.gated_on, RUNS.c.early_stopped,
     RUNS.c.steps, RUNS.c.retries, RUNS.c.tokens_total, RUNS.c.cost_usd, RUNS.c.elapsed_s, RUNS.c.tags,
@@ -248,6 +254,8 @@ def list_runs(session: Session, *, filters: RunFilters) -> tuple[list[dict[str, 
         if pk in found:
             row = dict(found[pk])
             row.pop("id")
+            if row["objective"] is not None:
+                row["objective"] = cut_text(row["objective"], LIST_TEXT_CHARS, row["objective_chars"])
             rows.append(row)
     return rows, count
 
@@ -434,11 +442,18 @@ def get_lane(session: Session, *, run_pk: int, max_marks: int = 400) -> dict[str
     return {"steps": n, "bucket": bucket, "marks": marks}
 
 
+#: What pages read of a step or event: the preview of a large record (app.previews), else the
+#: record. COALESCE stops at the preview, so the large record itself is never read.
+_STEP_VIEW = (*[c for c in STEPS.c if c.name not in ("record", "preview")],
+              func.coalesce(STEPS.c.preview, STEPS.c.record).label("record"))
+_EVENT_RECORD = func.coalesce(EVENTS.c.preview, EVENTS.c.record).label("record")
+
+
 def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25) -> tuple[list[dict[str, Any]], int]:
     """A block of steps with their critic outputs and events, and the run's step count."""
     total = session.execute(select(func.count()).select_from(STEPS).where(STEPS.c.run_pk == run_pk)).scalar_one()
     rows = [dict(r) for r in session.execute(
-        select(STEPS).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step).offset(max(0, offset)).limit(max(1, min(limit, 200)))
+        select(*_STEP_VIEW).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step).offset(max(0, offset)).limit(max(1, min(limit, 200)))
     ).mappings()]
     if not rows:
         return [], total
@@ -452,7 +467,7 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
             "action": c["action"], "effective_action": c["effective_action"],
             "reason": c["reason"], "score": c["score"], "details": c["details"]})
     events: dict[int, list[dict[str, Any]]] = {}
-    for e in session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+    for e in session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD)
                              .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.in_(idxs))
                              .order_by(EVENTS.c.step, EVENTS.c.ts, EVENTS.c.id)).mappings():
         events.setdefault(e["step"], []).append(dict(e))
@@ -485,7 +500,7 @@ def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25
 
 def get_run_events(session: Session, *, run_pk: int, without_step: bool = True, limit: int = 500) -> list[dict[str, Any]]:
     """Events not tied to a step (run-level phases and unknown record types)."""
-    stmt = select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record).where(EVENTS.c.run_pk == run_pk)
+    stmt = select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD).where(EVENTS.c.run_pk == run_pk)
     if without_step:
         stmt = stmt.where(EVENTS.c.step.is_(None))
     rows = session.execute(stmt.order_by(EVENTS.c.ts, EVENTS.c.id).limit(limit)).mappings()
@@ -502,7 +517,7 @@ def get_stepless_events(session: Session, *, run_pk: int, limit: int = 500) -> l
     """Events naming a step that has no step record (a QitOS folder with events only),
     grouped by step number; each event keeps its index among its step's events."""
     no_step = ~exists().where(STEPS.c.run_pk == run_pk, STEPS.c.step == EVENTS.c.step)
-    rows = session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+    rows = session.execute(select(EVENTS.c.step, EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD)
                            .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_not(None), no_step)
                            .order_by(EVENTS.c.step, EVENTS.c.ts, EVENTS.c.id).limit(limit)).mappings()
     groups: dict[int, list[dict[str, Any]]] = {}
@@ -604,6 +619,17 @@ def resolve_pointer(value: Any, tokens: list[str]) -> Any:
         else:
             raise KeyError(tok)
     return value
+
+
+def record_is_large(session: Session, *, run_pk: int, step: int, event: Optional[int] = None) -> bool:
+    """Whether a step's (or its `event`-th event's) stored record is a large one (it has a
+    preview), found without reading the record: length() would load all of it."""
+    if event is None:
+        stmt = select(STEPS.c.preview.is_not(None)).where(STEPS.c.run_pk == run_pk, STEPS.c.step == step)
+    else:
+        stmt = (select(EVENTS.c.preview.is_not(None)).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
+                .order_by(EVENTS.c.ts, EVENTS.c.id).offset(max(0, event)).limit(1))
+    return bool(session.execute(stmt).scalar_one_or_none())
 
 
 def get_step_field(session: Session, *, run_pk: int, step: int, pointer: str, event: Optional[int] = None) -> Any:
@@ -720,7 +746,7 @@ def export_records(session: Session, *, run_pk: int, batch: int = 500):
 
 def get_step_events(session: Session, *, run_pk: int, step: int) -> list[dict[str, Any]]:
     """One step's events in order (the same order the field loader's `event` index counts)."""
-    rows = session.execute(select(EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, EVENTS.c.record)
+    rows = session.execute(select(EVENTS.c.phase, EVENTS.c.ok, EVENTS.c.ts, _EVENT_RECORD)
                            .where(EVENTS.c.run_pk == run_pk, EVENTS.c.step == step)
                            .order_by(EVENTS.c.ts, EVENTS.c.id)).mappings()
     return [{"phase": r["phase"], "ok": r["ok"], "ts": r["ts"], "record": _loads(r["record"])} for r in rows]

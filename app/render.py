@@ -20,7 +20,7 @@ from . import jsontext, present
 from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
 from .queries import make_pointer
-from .secrets import Masker
+from .secrets import PAGE_MAX_CHARS, Masker
 from .urls import encode_run_id
 
 
@@ -90,16 +90,25 @@ def is_htmx(request: Request) -> bool:
 
 
 def respond(request: Request, template: str, data: dict[str, Any], *, fragment: Optional[str] = None,
-            context: Optional[dict[str, Any]] = None, status_code: int = 200) -> Response:
-    """Answer with JSON, the htmx fragment, or the full page, from the same data."""
+            context: Optional[dict[str, Any]] = None, status_code: int = 200,
+            value_path: Optional[tuple[str, list[Any]]] = None) -> Response:
+    """Answer with JSON, the htmx fragment, or the full page, from the same data.
+
+    `value_path` = (name, key path): `data[name]` is a value taken out of a record at that
+    path (a field view), masked as it would be inside the record (`Masker.at`).
+    """
     from .security import reveal_state
 
     # Secrets in trace data are masked here, once, for every page, fragment and JSON twin.
     reveal = reveal_state(request)
-    masker = Masker()
-    if not reveal.shown:
-        data = masker.data(data)
-        context = masker.data(context) if context else context
+    # Shown raw, long values are still cut: a page never carries more than PAGE_MAX_CHARS
+    # of one value (the field view streams the whole of it).
+    masker = Masker(max_chars=PAGE_MAX_CHARS, detect=not reveal.shown)
+    if value_path is not None:
+        name, path = value_path
+        data = {**data, name: masker.at(data[name], path)}
+    data = masker.data(data)
+    context = masker.data(context) if context else context
     if wants_json(request):
         return JSONResponse(data, status_code=status_code)
     templates: Jinja2Templates = request.app.state.templates

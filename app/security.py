@@ -1,24 +1,39 @@
-"""Request guards and response headers: Host check, token, cross-site writes, CSP.
+"""Request guards and response headers: Host check, token and sessions, sign-in limits, body timeout, CSP.
 
-- Host: on a loopback bind only loopback Host headers are served (DNS rebinding); on
-  another address too once `allowed_hosts` lists the names the board is reached by.
-- Token: with a token set, every write needs it (Bearer header, `X-Qita-Token`, or the
-  cookie set by /login), and with `read_auth` every read too.
+- Host: every bind answers only to its own names: the loopback names, the bound
+  address, IP addresses, and the names listed in `allowed_hosts`. A DNS-rebinding page
+  reaches the board under its own domain name, which is refused (421).
+- Token: with a token set, every write needs it, and with `read_auth` every read too:
+  as a Bearer header or `X-Qita-Token`, or the session cookie that `/login` sets. The
+  cookie holds a signed session value (`make_session`), never the token, and expires.
+- Sign-in limits: wrong tokens (sign-in form, Bearer, X-Qita-Token) are counted per
+  client address; past `login_failures` a minute, further tries get 429.
+- Request bodies that stop sending for `body_idle_s` are cut off with 408.
+- Forwarded headers (`X-Forwarded-Proto`, `X-Forwarded-For`) are believed only from the
+  addresses in `trusted_proxies`; that is what makes the cookie Secure behind a TLS proxy.
 - Cross-site writes: an unsafe request whose Origin or Sec-Fetch-Site shows another
-  site is refused (`cross_site`), and the token cookie is SameSite=Strict (CSRF).
+  site is refused (`cross_site`), and the session cookie is SameSite=Strict (CSRF).
 - Every response carries a CSP with no inline script and no other origin, nosniff and
   frame-ancestors 'none'.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import hmac
+import ipaddress
+import secrets as _random
+import threading
+import time
+from collections import deque
 from http.cookies import SimpleCookie
 from typing import Optional
 from urllib.parse import urlsplit
 
 import orjson
 
+from .errors import QitaError
 from .settings import LOOPBACK_HOSTS, Settings
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -33,9 +48,11 @@ HEADERS = [
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
-TOKEN_COOKIE = "qita_token"
+SESSION_COOKIE = "qita_session"
 OPEN_PATHS = frozenset({"/login", "/logout", "/api/health"})
 OPEN_PREFIXES = ("/static/",)
+#: The window failed sign-ins are counted over.
+FAILURE_WINDOW_S = 60.0
 
 
 def _host_only(value: str) -> str:
@@ -45,40 +62,161 @@ def _host_only(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def request_token(headers: dict[bytes, bytes]) -> Optional[str]:
-    auth = headers.get(b"authorization", b"").decode("latin-1")
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _header(headers: dict[bytes, bytes], name: bytes) -> str:
+    return headers.get(name, b"").decode("latin-1").strip()
+
+
+def presented_token(headers: dict[bytes, bytes]) -> Optional[str]:
+    """The token a request carries itself (Bearer or X-Qita-Token), not the session cookie."""
+    auth = _header(headers, b"authorization")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
     if b"x-qita-token" in headers:
-        return headers[b"x-qita-token"].decode("latin-1").strip()
-    cookie = headers.get(b"cookie")
-    if cookie:
-        jar = SimpleCookie()
-        try:
-            jar.load(cookie.decode("latin-1"))
-        except Exception:
-            return None
-        if TOKEN_COOKIE in jar:
-            return jar[TOKEN_COOKIE].value
+        return _header(headers, b"x-qita-token")
     return None
+
+
+def session_cookie(headers: dict[bytes, bytes]) -> Optional[str]:
+    cookie = headers.get(b"cookie")
+    if not cookie:
+        return None
+    jar = SimpleCookie()
+    try:
+        jar.load(cookie.decode("latin-1"))
+    except Exception:
+        return None
+    return jar[SESSION_COOKIE].value if SESSION_COOKIE in jar else None
+
+
+def _session_key(token: str) -> bytes:
+    # Derived from the token: every instance sharing the token accepts the others'
+    # sessions, and changing the token ends every session.
+    return hashlib.sha256(b"qita-session\x00" + token.encode()).digest()
+
+
+def make_session(settings: Settings, now: Optional[float] = None) -> str:
+    """A new signed session value: issue time, a random nonce, and their HMAC."""
+    issued = int(now if now is not None else time.time())
+    body = f"{issued}.{_random.token_urlsafe(18)}"
+    sig = hmac.new(_session_key(settings.token or ""), body.encode(), hashlib.sha256).hexdigest()
+    return f"{body}.{sig}"
+
+
+def session_valid(settings: Settings, value: Optional[str], *, revoked: frozenset | set = frozenset(),
+                  now: Optional[float] = None) -> bool:
+    """Whether `value` is a session this board issued, not expired and not signed out."""
+    if not settings.token or not value or value in revoked or len(value) > 200:
+        return False
+    body, _, sig = value.rpartition(".")
+    issued_text = body.split(".", 1)[0]
+    if not issued_text.isdigit():
+        return False
+    want = hmac.new(_session_key(settings.token), body.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, sig):
+        return False
+    age = (now if now is not None else time.time()) - int(issued_text)
+    return 0 <= age <= settings.session_hours * 3600
+
+
+def peer_address(scope, settings: Settings) -> str:
+    """The client's address: the connection's peer, or, behind a trusted proxy, the last
+    address in X-Forwarded-For that is not itself a trusted proxy."""
+    client = scope.get("client")
+    peer = client[0] if client else ""
+    if peer in settings.trusted_proxies:
+        headers = dict(scope.get("headers") or [])
+        forwarded = [a.strip() for a in _header(headers, b"x-forwarded-for").split(",") if a.strip()]
+        for addr in reversed(forwarded):
+            if addr not in settings.trusted_proxies:
+                return addr
+    return peer
+
+
+def is_https(scope, settings: Settings) -> bool:
+    """Whether the visitor's connection is https: served so, or so says a trusted proxy."""
+    if scope.get("scheme") == "https":
+        return True
+    client = scope.get("client")
+    if client and client[0] in settings.trusted_proxies:
+        headers = dict(scope.get("headers") or [])
+        return _header(headers, b"x-forwarded-proto").split(",")[0].strip().lower() == "https"
+    return False
+
+
+class FailureLimiter:
+    """Wrong tokens per client address over the last minute; past the limit, tries are refused."""
+
+    def __init__(self, limit: int, window_s: float = FAILURE_WINDOW_S):
+        self.limit = limit
+        self.window_s = window_s
+        self._seen: dict[str, deque] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, addr: str, now: float) -> deque:
+        times = self._seen.get(addr)
+        if times is None:
+            if len(self._seen) > 10_000:  # many addresses: forget the quiet ones
+                self._seen = {a: t for a, t in self._seen.items() if t and now - t[-1] < self.window_s}
+            times = self._seen[addr] = deque()
+        while times and now - times[0] > self.window_s:
+            times.popleft()
+        return times
+
+    def retry_after(self, addr: str, now: Optional[float] = None) -> int:
+        """Seconds until this address may try again (0: now)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            times = self._recent(addr, now)
+            if len(times) < self.limit:
+                return 0
+            return max(1, int(self.window_s - (now - times[0])) + 1)
+
+    def failed(self, addr: str, now: Optional[float] = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self._recent(addr, now).append(now)
+
+
+class Guard:
+    """One app's access state: the Host names it answers to, the sign-in limiter, signed-out sessions."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.allowed = {_host_only(h) for h in (*LOOPBACK_HOSTS, settings.host, *settings.allowed_hosts)}
+        self.limiter = FailureLimiter(settings.login_failures)
+        #: sessions signed out on this instance (the value is signed, so it stays valid elsewhere until it expires)
+        self.revoked: set[str] = set()
+
+    def host_allowed(self, host: str) -> bool:
+        # An IP address cannot be rebound: a page reaches the board by IP only from that IP's origin.
+        return bool(host) and (host in self.allowed or _is_ip(host))
+
+    def authorised(self, headers: dict[bytes, bytes]) -> bool:
+        if not self.settings.token:
+            return True
+        given = presented_token(headers)
+        if given is not None:
+            return token_matches(self.settings, given)
+        return session_valid(self.settings, session_cookie(headers), revoked=self.revoked)
 
 
 class SecurityMiddleware:
     """Pure ASGI, so it costs next to nothing per request."""
 
-    def __init__(self, app, settings: Settings):
+    def __init__(self, app, settings: Settings, guard: Guard):
         self.app = app
         self.settings = settings
-        self.loopback = settings.host in LOOPBACK_HOSTS or settings.host.strip("[]") in LOOPBACK_HOSTS
-        self.allowed = {_host_only(h) for h in (*LOOPBACK_HOSTS, "testserver", *settings.allowed_hosts)}
-        # On a loopback bind, or when the operator listed the names it is served under,
-        # any other Host is refused: that is what defeats DNS rebinding.
-        self.check_host = self.loopback or bool(settings.allowed_hosts)
+        self.guard = guard
 
-    def authorised(self, headers: dict[bytes, bytes]) -> bool:
-        return token_matches(self.settings, request_token(headers))
-
-    async def _deny(self, send, status: int, message: str, *, json: bool) -> None:
+    async def _deny(self, send, status: int, message: str, *, json: bool, extra: Optional[list] = None) -> None:
         if json:
             body = orjson.dumps({"error": message, "status": status})
             ctype = b"application/json"
@@ -90,7 +228,8 @@ class SecurityMiddleware:
                     f"<p class=error-message>{escape(message)}</p><p><a href=/login>Sign in with the board's token</a></p></main>").encode()
             ctype = b"text/html; charset=utf-8"
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *HEADERS]})
+                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *HEADERS,
+                                *(extra or [])]})
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope, receive, send):
@@ -102,14 +241,26 @@ class SecurityMiddleware:
         method: str = scope.get("method", "GET")
         is_api = path.startswith("/api/")
         host = _host_only(headers.get(b"host", b"").decode("latin-1"))
-        if self.check_host and host not in self.allowed:
+        guard = self.guard
+        if not guard.host_allowed(host):
             await self._deny(send, 421 if host else 400, "this board answers only to its own address (Host header refused)", json=is_api)
             return
         if method in UNSAFE and cross_site(headers):
             await self._deny(send, 403, "cross-site request refused", json=is_api)
             return
+        scope.setdefault("state", {})["qita_peer"] = peer = peer_address(scope, self.settings)
+        guessing = presented_token(headers) is not None or (method == "POST" and path == "/login")
+        if self.settings.token and guessing:
+            wait = guard.limiter.retry_after(peer)
+            if wait:
+                await self._deny(send, 429, f"too many wrong tokens from this address: try again in {wait} s",
+                                 json=is_api or method in UNSAFE, extra=[(b"retry-after", str(wait).encode())])
+                return
         needs_token = method in UNSAFE or self.settings.read_auth
-        if needs_token and self.settings.token and path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) and not self.authorised(headers):
+        if needs_token and self.settings.token and path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) \
+                and not guard.authorised(headers):
+            if presented_token(headers) is not None:
+                guard.limiter.failed(peer)
             await self._deny(send, 401, "this board needs its token for that: sign in at /login or send "
                                         "'Authorization: Bearer TOKEN'", json=is_api or method in UNSAFE)
             return
@@ -121,7 +272,31 @@ class SecurityMiddleware:
                 message["headers"] = list(message["headers"]) + [h for h in HEADERS if h[0] not in existing]
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        await self.app(scope, self._timed_receive(receive), send_with_headers)
+
+    def _timed_receive(self, receive):
+        """`receive`, cut off with 408 when the request body stops arriving for body_idle_s.
+
+        Only while the body is incomplete: afterwards `receive` waits for the client to
+        go away (a streaming response listens for that), which is no fault of the body.
+        """
+        idle = self.settings.body_idle_s
+        done = False
+
+        async def timed():
+            nonlocal done
+            if done:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), idle)
+            except asyncio.TimeoutError:
+                done = True
+                raise QitaError(f"the request body sent nothing for {idle:g} s: cut off", status=408) from None
+            if message.get("type") != "http.request" or not message.get("more_body", False):
+                done = True
+            return message
+
+        return timed
 
 
 def cross_site(headers: dict[bytes, bytes]) -> bool:
@@ -153,10 +328,14 @@ def token_matches(settings: Settings, given: Optional[str]) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), settings.token.encode())
 
 
+def security_of(request) -> Guard:
+    """The app's access state (its limiter and signed-out sessions)."""
+    return request.app.state.security
+
+
 def request_authorised(request) -> bool:
-    """A request may do what the token guards: no token configured, or it carries the token."""
-    settings: Settings = request.app.state.settings
-    return token_matches(settings, request_token(dict(request.scope.get("headers") or [])))
+    """A request may do what the token guards: no token configured, or it carries the token or a session."""
+    return security_of(request).authorised(dict(request.scope.get("headers") or []))
 
 
 def safe_next(value: Optional[str]) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -21,6 +20,7 @@ from fastapi import Request
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from . import tempfiles
 from .errors import QitaError
 from .ingest import IngestIssue, IngestReport
 
@@ -144,7 +144,7 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
     ctype, params = parse_options_header(request.headers.get("content-type", ""))
     if ctype != b"multipart/form-data" or b"boundary" not in params:
         raise QitaError("send the files as multipart/form-data (field name: files)", status=415)
-    out = Received(folder=tempfile.mkdtemp(prefix="qita-upload-"))
+    out = Received(folder=tempfiles.make_dir("upload-"))
     collector = _Collector(out)
     callbacks: Any = {name: getattr(collector, name) for name in (
         "on_part_begin", "on_part_data", "on_part_end", "on_header_field", "on_header_value", "on_header_end",
@@ -173,17 +173,15 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
 
 
 def ingest_job(received: Received):
-    """The writer job: ingest the stored files under their uploaded names, then remove them."""
+    """The writer job: ingest the stored files under their uploaded names (the writer then
+    removes them through the job's cleanup, `Received.remove`, on every path)."""
 
     def run(job, ingestor) -> dict[str, Any]:
-        try:
-            if received.files:
-                report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix="upload:",
-                                               labels=[label for label, _p, _s in received.files])
-            else:
-                report = IngestReport()
-        finally:
-            received.remove()
+        if received.files:
+            report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix="upload:",
+                                           labels=[label for label, _p, _s in received.files])
+        else:
+            report = IngestReport()
         return upload_result(report, received)
 
     return run

@@ -37,7 +37,7 @@ class Watcher:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(1)
             self._thread = None
 
     def _queue_pass(self) -> None:
@@ -49,7 +49,7 @@ class Watcher:
             self._pending.clear()
             return ingestor.ingest_paths(list(self.folders), final=False)
 
-        self.writer.submit("watch", job)
+        self.writer.submit("watch", job, owner="watch")
 
     def _loop(self) -> None:
         from watchfiles import watch

@@ -68,7 +68,7 @@ def client(settings: Settings):
 
     from app.main import create_app
 
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         yield c
 
 

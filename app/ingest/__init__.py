@@ -30,12 +30,27 @@ from ..models import SOURCES, RUNS
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
 from . import coder_eval  # noqa: F401  (registers the coder_eval results reader)
-from .lines import GZIP_ERRORS, iter_items, open_stream, validate_record
+from . import overwrite
+from .lines import ENTRY_ERRORS, LimitExceeded, iter_items, open_stream, validate_record
 from .sources import Discovery, Source, discover
 from .store import Applier
 
 
 ProgressFn = Callable[[int], None]
+
+
+class Stopped(Exception):
+    """The ingest was told to stop (cancel, time budget, a stop signal): the batch being
+    built was not written; every batch before it was, with its file offset."""
+
+
+#: Lines read between two looks at the stop flag (a look is a call; a line costs ~10 µs).
+STOP_CHECK_LINES = 64
+
+
+@contextmanager
+def _no_gate():
+    yield
 
 _frozen_lock = threading.Lock()
 _frozen_depth = 0
@@ -128,17 +143,28 @@ def _now() -> datetime:
 class Ingestor:
     """Reads sources into the store. One instance per writer (it caches run keys)."""
 
-    def __init__(self, engine: Engine, settings: Settings, *, progress: Optional[ProgressFn] = None):
+    def __init__(self, engine: Engine, settings: Settings, *, progress: Optional[ProgressFn] = None,
+                 gate: Optional[Callable[[], Any]] = None, stop: Optional[Callable[[], bool]] = None):
         self.engine = engine
         self.settings = settings
         self.applier = Applier(engine)
         self.progress = progress
+        #: taken around every write transaction (the board's writer: one write at a time, in turn)
+        self.gate = gate or _no_gate
+        #: polled between lines and before every write: True ends the ingest with `Stopped`
+        self.stop = stop
+        #: records written so far (progress)
+        self.records_done = 0
+
+    def check_stop(self) -> None:
+        if self.stop is not None and self.stop():
+            raise Stopped()
 
     # -- entry points -----------------------------------------------------------------
     def ingest_paths(self, paths: list[str], *, final: bool = True, closed: bool = False,
                      key_prefix: Optional[str] = None, labels: Optional[list[str]] = None) -> IngestReport:
         """Ingest files, folders, archives and globs; see `discover` for keys and labels."""
-        found = discover(paths, key_prefix=key_prefix, labels=labels, max_archive_bytes=self.settings.max_archive_bytes)
+        found = discover(paths, key_prefix=key_prefix, labels=labels, settings=self.settings)
         try:
             return self.ingest_discovery(found, final=final, closed=closed)
         finally:
@@ -151,6 +177,7 @@ class Ingestor:
             report.errors.append(IngestIssue(label, line, message))
         with _old_objects_frozen():
             for src in found.sources:
+                self.check_stop()
                 report.files += 1
                 self.ingest_source(src, report, final=final, closed=closed)
         self.sweep()
@@ -168,7 +195,7 @@ class Ingestor:
         if self.engine.dialect.name != "sqlite":
             return
         try:
-            with self.engine.begin() as conn:
+            with self.gate(), self.engine.begin() as conn:
                 total = conn.execute(select(func.count()).select_from(RUNS)).scalar_one()
                 if created >= 1000 or created * 10 >= total:
                     conn.exec_driver_sql("PRAGMA analysis_limit=1000")
@@ -179,7 +206,7 @@ class Ingestor:
     def sweep(self) -> None:
         """Mark runs that went silent as abandoned."""
         try:
-            with self.engine.begin() as conn:
+            with self.gate(), self.engine.begin() as conn:
                 derive.sweep_abandoned(conn, now=_now(), abandon_after_s=self.settings.abandon_after_s)
         except SQLAlchemyError as exc:
             raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
@@ -216,15 +243,33 @@ class Ingestor:
     def _commit(self, src: Source, report: IngestReport, batch: list, source_values: Optional[dict[str, Any]],
                 *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None) -> None:
         """Apply one batch and record the source's progress, atomically."""
+        self.check_stop()
         try:
-            with self.engine.begin() as conn:
+            with self.gate(), self.engine.begin() as conn:
                 touched: set[str] = set()
+                screened: list[tuple[str, int, str, str]] = []
+                # Records read, whether applied or screened out as equal or refused (the report counts reading).
+                read = len(batch)
+                report.records += read
+                self.records_done += read
+                if batch:
+                    origin, origin_label = src.origin or src.key, src.origin_label or src.label
+                    batch, screened, known = overwrite.screen(conn, batch, origin=origin, label=origin_label)
+                    for rid, pk in known.items():
+                        self.applier.remember_run(rid, pk)
+                if screened:
+                    by_run_screened: dict[str, list[str]] = {}
+                    for label, line, message, run_id in screened:
+                        report.warnings.append(IngestIssue(label, line or None, message))
+                        by_run_screened.setdefault(run_id, []).append(message)
+                    for rid, msgs in by_run_screened.items():
+                        self.applier.add_warnings(conn, rid, msgs)
                 if batch:
                     touched, created, warnings = self.applier.apply(conn, batch, source_format=src.source_format,
                                                                     closed=closed)
+                    overwrite.claim(conn, sorted(touched), origin=origin, label=origin_label)
                     report.created |= created
                     report.run_ids |= touched
-                    report.records += len(batch)
                     by_run: dict[str, list[str]] = {}
                     for label, line, message, run_id in warnings:
                         report.warnings.append(IngestIssue(label, line or None, message))
@@ -264,8 +309,14 @@ class Ingestor:
         if self.progress:
             self.progress(st.st_size)
 
+    def _open(self, src: Source):
+        if src.open is not None:
+            return src.open()
+        return open_stream(src.path, gz=src.kind == "gz", max_decompressed=self.settings.max_archive_bytes,
+                           max_ratio=self.settings.max_archive_ratio)
+
     def _ingest_lines(self, src: Source, report: IngestReport, *, final: bool, closed: bool) -> None:
-        st = os.stat(src.path)
+        st = src.stamp or os.stat(src.path)
         prev = self._source_row(src.key)
         if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
             if self.progress:
@@ -274,10 +325,9 @@ class Ingestor:
         gz = src.kind == "gz"
         if st.st_size == 0 and final and prev is None:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
-        limit = self.settings.max_archive_bytes
         hasher = hashlib.sha256()
         start_offset = start_line = 0
-        fh = open_stream(src.path, gz=gz, max_decompressed=limit)
+        fh = self._open(src)
         try:
             if prev is not None and prev["offset"] and prev["content_hash"]:
                 # Resume only if the bytes already read are still the same.
@@ -289,13 +339,13 @@ class Ingestor:
                             break
                         hasher.update(chunk)
                         remaining -= len(chunk)
-                except GZIP_ERRORS:
+                except ENTRY_ERRORS:
                     remaining = 1
                 if remaining == 0 and hasher.hexdigest() == prev["content_hash"]:
                     start_offset, start_line = prev["offset"], prev["lines"]
                 else:
                     fh.close()
-                    fh = open_stream(src.path, gz=gz, max_decompressed=limit)
+                    fh = self._open(src)
                     hasher = hashlib.sha256()
             self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
         finally:
@@ -309,6 +359,8 @@ class Ingestor:
         digest = hasher.copy()
         reported = offset
         gz = src.kind == "gz"
+        stop = self.stop
+        tick = 0
 
         def source_values(done: bool) -> dict[str, Any]:
             # mtime is saved only after a complete pass: it is what lets the next pass skip
@@ -319,6 +371,11 @@ class Ingestor:
         try:
             for item in iter_items(fh, start_offset=offset, start_line=line, max_line_bytes=self.settings.max_line_bytes,
                                    final=final, transform=src.transform, hasher=hasher):
+                tick += 1
+                if stop is not None and tick >= STOP_CHECK_LINES:
+                    tick = 0
+                    if stop():
+                        raise Stopped()
                 if item.error:
                     report.errors.append(IngestIssue(src.label, item.line, item.error))
                 if item.record is not None:
@@ -340,7 +397,10 @@ class Ingestor:
                     if self.progress and not gz:
                         self.progress(consumed_offset - reported)
                         reported = consumed_offset
-        except GZIP_ERRORS as exc:
+        except LimitExceeded as exc:
+            # A limit of the stream, not of a line: named by file only.
+            report.errors.append(IngestIssue(src.label, None, str(exc)))
+        except ENTRY_ERRORS as exc:
             report.errors.append(IngestIssue(src.label, consumed_line + 1, f"cannot decompress: {exc}"))
         self._commit(src, report, batch, source_values(True), closed=closed, run_warnings=run_warnings)
         if self.progress:

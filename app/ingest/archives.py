@@ -1,8 +1,21 @@
-"""Zip archives: unpacked into a private temporary folder with every entry checked.
+"""Zip archives: entries read straight from the archive, every one checked, with limits while streaming.
 
-Entry names never become paths outside that folder (absolute names, `..` parts and
-drive letters are rejected), symlinks are not created, and the total decompressed
-size is capped, counted on the bytes actually written (headers can lie).
+Trace files inside (`.jsonl`, `.jsonl.gz`) are read from the archive as they are
+ingested, never unpacked to disk. Folders with a layout of their own (QitOS runs, a
+coder_eval results folder: recognised by their `manifest.json` / `run.json`) are unpacked
+into a private temporary folder (`app.tempfiles`) and read from there.
+
+Limits, all counted on the bytes actually produced (headers can lie): the number of
+entries (`max_archive_entries`), the total decompressed size (`max_archive_bytes`), and
+the ratio of decompressed to compressed size, per entry and for the whole archive
+(`max_archive_ratio`, past `lines.RATIO_FLOOR`). One line's length is capped by the
+line reader (`max_line_bytes`). An entry that breaks a rule or cannot be unpacked is
+skipped with an error naming it; the rest of the archive, and of the upload, is read.
+
+Entry names never become paths outside the temporary folder (absolute names, `..`
+parts and drive letters are rejected), symbolic links are not created, and an entry
+whose path the file system refuses (a name too long, a file where a folder must be) is
+skipped like any unreadable entry.
 """
 
 from __future__ import annotations
@@ -10,13 +23,25 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-import tempfile
 import zipfile
 from typing import Optional
 
-from .sources import Discovery, _walk
+from .. import tempfiles
+from .lines import Budget, ENTRY_ERRORS, LimitExceeded, LimitedReader, gzip_reader, ratio_limit
+from .sources import Discovery, Source, _walk, is_trace_file
 
 CHUNK = 1 << 20
+#: Files that mark a folder as a layout read as a whole (unpacked, then read from disk).
+LAYOUT_MARKERS = ("manifest.json", "run.json")
+ENTRY_FAILURES = (*ENTRY_ERRORS, zipfile.BadZipFile)
+
+
+class _Stamp:
+    """What `os.stat` would say of an entry, for the skip-unchanged check: its size and CRC."""
+
+    def __init__(self, info: zipfile.ZipInfo):
+        self.st_size = info.file_size
+        self.st_mtime = float(info.CRC)
 
 
 def safe_entry_name(name: str) -> Optional[str]:
@@ -31,49 +56,116 @@ def safe_entry_name(name: str) -> Optional[str]:
 
 
 def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery) -> None:
-    """Unpack the archive at `path` and add the trace sources found inside."""
-    limit = out.max_archive_bytes
+    """Add the trace sources inside the archive at `path` (read later, straight from it)."""
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as exc:
         out.errors.append((label, None, f"not a readable zip archive: {exc}"))
         return
-    tmp = tempfile.mkdtemp(prefix="qita-zip-")
+    out.cleanup.append(zf)
+    prefix = key_prefix or f"zip:{os.path.realpath(path)}!"
+    archive_size = os.path.getsize(path)
+    total = Budget(min(out.max_archive_bytes, ratio_limit(archive_size, out.max_archive_ratio)), "")
+    total.message = (f"archive decompresses to more than the limit of {out.max_archive_bytes} bytes"
+                     if total.limit == out.max_archive_bytes else
+                     f"archive decompresses to more than {out.max_archive_ratio:g} times its size "
+                     "(QITA_MAX_ARCHIVE_RATIO)") + "; the rest of it was not read"
+    entries = []
+    for n, info in enumerate(zf.infolist()):
+        if n >= out.max_archive_entries:
+            out.errors.append((label, None, f"archive has more than {out.max_archive_entries} entries "
+                                            "(QITA_MAX_ARCHIVE_ENTRIES); the rest of it was not read"))
+            break
+        if info.is_dir():
+            continue
+        rel = safe_entry_name(info.filename)
+        if rel is None:
+            out.errors.append((f"{label}!{info.filename}", None, "archive entry skipped: its name points outside the archive"))
+            continue
+        mode = (info.external_attr >> 16) & 0o170000
+        if mode and stat.S_ISLNK(mode):
+            out.errors.append((f"{label}!{rel}", None, "archive entry skipped: symbolic link"))
+            continue
+        entries.append((rel, info))
+    layouts = {posixpath.dirname(rel) for rel, _ in entries if posixpath.basename(rel) in LAYOUT_MARKERS}
+
+    def in_layout(rel: str) -> bool:
+        parent = posixpath.dirname(rel)
+        while True:
+            if parent in layouts:
+                return True
+            if not parent:
+                return False
+            parent = posixpath.dirname(parent)
+
+    unpack = []
+    for rel, info in entries:
+        if in_layout(rel):
+            unpack.append((rel, info))
+        elif is_trace_file(rel):
+            out.sources.append(_entry_source(zf, info, rel, label, prefix, total, out))
+    if unpack:
+        _unpack(zf, unpack, label, prefix, total, out)
+
+
+def _entry_source(zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str, label: str, prefix: str, total: Budget,
+                  out: Discovery) -> Source:
+    entry_label = f"{label.rstrip('/')}/{rel}"
+    gz = rel.lower().endswith(".gz")
+    ratio, limit = out.max_archive_ratio, out.max_archive_bytes
+
+    def open_entry():
+        raw = zf.open(info)
+        entry_ratio = Budget(ratio_limit(info.compress_size, ratio),
+                             f"archive entry decompresses to more than {ratio:g} times its compressed size "
+                             "(QITA_MAX_ARCHIVE_RATIO); the rest of it was not read")
+        if gz:
+            return gzip_reader(LimitedReader(raw, total, entry_ratio), info.compress_size, max_decompressed=limit,
+                               max_ratio=ratio, extra=(total,))
+        return LimitedReader(raw, total, entry_ratio)
+
+    return Source(key=f"{prefix}{entry_label}", label=entry_label, path=f"{label}!{rel}", kind="gz" if gz else "jsonl",
+                  size=info.file_size, open=open_entry, stamp=_Stamp(info))
+
+
+def _unpack(zf: zipfile.ZipFile, entries, label: str, prefix: str, total: Budget, out: Discovery) -> None:
+    """Unpack the entries of layout folders into a private folder, within the limits, and read it."""
+    tmp = tempfiles.make_dir("zip-")
     out.cleanup.append(tmp)
-    written = 0
-    with zf:
-        for info in zf.infolist():
-            if info.is_dir():
-                continue
-            rel = safe_entry_name(info.filename)
-            if rel is None:
-                out.errors.append((f"{label}!{info.filename}", None, "archive entry skipped: its name points outside the archive"))
-                continue
-            mode = (info.external_attr >> 16) & 0o170000
-            if mode and stat.S_ISLNK(mode):
-                out.errors.append((f"{label}!{rel}", None, "archive entry skipped: symbolic link"))
-                continue
-            target = os.path.join(tmp, *rel.split("/"))
-            if not os.path.realpath(target).startswith(os.path.realpath(tmp) + os.sep):
-                out.errors.append((f"{label}!{rel}", None, "archive entry skipped: its name points outside the archive"))
-                continue
+    real_tmp = os.path.realpath(tmp) + os.sep
+    ratio = out.max_archive_ratio
+    for rel, info in entries:
+        target = os.path.join(tmp, *rel.split("/"))
+        if not os.path.realpath(target).startswith(real_tmp):
+            out.errors.append((f"{label}!{rel}", None, "archive entry skipped: its name points outside the archive"))
+            continue
+        entry_ratio = Budget(ratio_limit(info.compress_size, ratio),
+                             f"archive entry decompresses to more than {ratio:g} times its compressed size "
+                             "(QITA_MAX_ARCHIVE_RATIO); the rest of it was not read")
+        try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            try:
-                with zf.open(info) as src, open(target, "wb") as dst:
-                    while True:
-                        chunk = src.read(CHUNK)
-                        if not chunk:
-                            break
-                        written += len(chunk)
-                        if written > limit:
-                            raise OverflowError
-                        dst.write(chunk)
-            except OverflowError:
-                os.unlink(target)
-                out.errors.append((label, None, f"archive decompresses to more than the limit of {limit} bytes; "
-                                                "the rest of it was not read"))
+            with zf.open(info) as src, open(target, "xb") as dst:
+                reader = LimitedReader(src, total, entry_ratio)
+                while True:
+                    chunk = reader.read(CHUNK)
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+        except LimitExceeded as exc:
+            _drop(target)
+            if exc.args and exc.args[0] == total.message:
+                out.errors.append((label, None, total.message))
                 break
-            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
-                out.errors.append((f"{label}!{rel}", None, f"archive entry unreadable: {exc}"))
-                continue
-    _walk(tmp, label, key_prefix or f"zip:{os.path.realpath(path)}!", out)
+            out.errors.append((f"{label}!{rel}", None, str(exc)))
+        except ENTRY_FAILURES as exc:
+            _drop(target)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            out.errors.append((f"{label}!{rel}", None, f"archive entry skipped: cannot unpack it: {reason}"))
+    _walk(tmp, label, prefix, out)
+
+
+def _drop(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -194,6 +194,10 @@ def qitos_sources(folder: str, label: str, key_prefix: Optional[str]) -> list[So
         sources.append(Source(key=key_for(events_path, join_label(label, "events.jsonl"), key_prefix),
                               label=join_label(label, "events.jsonl"), path=events_path, kind="qitos_events",
                               source_format="qitos", transform=event_transform, finish=finish, size=_size(events_path)))
+    # The three files are one source of one run (the overwrite rule, app.ingest.overwrite).
+    origin = key_for(folder, label, key_prefix)
+    for src in sources:
+        src.origin, src.origin_label = origin, label
     return sources
 
 

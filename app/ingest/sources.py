@@ -37,6 +37,14 @@ class Source:
     #: called after the source was read (QitOS: emit run_end from an END event)
     finish: Optional[Callable[[], list[dict[str, Any]]]] = None
     size: int = 0
+    #: a stream not on disk (a zip entry): how to open it, decompressing, with its limits
+    open: Optional[Callable[[], Any]] = None
+    #: (st_size, st_mtime) standing in for os.stat of a stream not on disk
+    stamp: Optional[Any] = None
+    #: what a run began by this source remembers as its origin (default: `key`), and its name
+    #: for people (default: `label`); files read as one (a QitOS folder) share one
+    origin: Optional[str] = None
+    origin_label: Optional[str] = None
 
 
 @dataclass
@@ -48,15 +56,21 @@ class Discovery:
     #: paths that exist but hold nothing the board can read (a usage error for the CLI)
     empty: list[str] = field(default_factory=list)
     errors: list[tuple[str, Optional[int], str]] = field(default_factory=list)
-    #: temporary folders (unpacked archives) to remove once the sources were read
-    cleanup: list[str] = field(default_factory=list)
+    #: temporary folders (unpacked archive layouts) and open archives, removed / closed once read
+    cleanup: list[Any] = field(default_factory=list)
     max_archive_bytes: int = 4 * 1024**3
+    max_archive_ratio: float = 200.0
+    max_archive_entries: int = 10_000
+    max_line_bytes: int = 64 * 1024 * 1024
 
     def remove_temporary(self) -> None:
         import shutil
 
-        for folder in self.cleanup:
-            shutil.rmtree(folder, ignore_errors=True)
+        for item in self.cleanup:
+            if isinstance(item, str):
+                shutil.rmtree(item, ignore_errors=True)
+            else:
+                item.close()
         self.cleanup.clear()
 
     @property
@@ -129,13 +143,18 @@ def _walk(root: str, label_root: str, key_prefix: Optional[str], out: Discovery)
 
 
 def discover(paths: list[str], *, key_prefix: Optional[str] = None, labels: Optional[list[str]] = None,
-             max_archive_bytes: int = 4 * 1024**3) -> Discovery:
+             max_archive_bytes: int = 4 * 1024**3, settings: Any = None) -> Discovery:
     """Resolve user paths (files, folders, globs) into sources.
 
     `key_prefix` and `labels` are for uploads: sources are then identified by the
     uploaded names, never by the temporary folder they were unpacked into.
     """
     out = Discovery(max_archive_bytes=max_archive_bytes)
+    if settings is not None:
+        out.max_archive_bytes = settings.max_archive_bytes
+        out.max_archive_ratio = settings.max_archive_ratio
+        out.max_archive_entries = settings.max_archive_entries
+        out.max_line_bytes = settings.max_line_bytes
     for i, given in enumerate(paths):
         label = labels[i] if labels else given
         if not os.path.exists(given) and glob.has_magic(given):
@@ -164,7 +183,10 @@ def _add(path: str, label: str, key_prefix: Optional[str], out: Discovery) -> No
     elif path.lower().endswith(".zip"):
         from .archives import zip_sources
 
-        zip_sources(path, label, key_prefix, out)
+        try:
+            zip_sources(path, label, key_prefix, out)
+        except OSError as exc:
+            out.errors.append((label, None, f"cannot read archive: {exc.strerror or type(exc).__name__}"))
     elif path.lower().endswith(".json"):
         _json_document(path, label, key_prefix, out)
         return

@@ -21,6 +21,7 @@ from qita.engine.critic import ACTION_RANK, effective_action, strongest_action
 
 from .. import derive
 from ..models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
+from ..previews import preview_for
 
 
 #: Old stop-reason spellings and what they mean today (the original stays visible).
@@ -120,9 +121,9 @@ def _canonical(record: dict[str, Any]) -> bytes:
 # the stored values are the same. Only lines without a `\u0000` escape come here: without
 # one no parsed string can hold a NUL, so no value needs scrubbing.
 STEP_COLS = ("run_pk", "step", "ts", "duration_s", "tokens_input", "tokens_output", "tokens_total", "cost_usd",
-             "retry", "critic_action", "critic_score", "record")
+             "retry", "critic_action", "critic_score", "record", "preview")
 CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", "reason", "score", "details")
-EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record")
+EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record", "preview")
 _INT_MAX = 2**62
 
 
@@ -175,7 +176,7 @@ def _step_rows(pk: int, step: int, rec: dict[str, Any], raw: bytes) -> tuple[tup
     row = (pk, step, _text_fast(rec.get("ts"), 100), _num_fast(rec.get("duration_s")),
            _int_fast(tokens.get("input")), _int_fast(tokens.get("output")), _int_fast(tokens.get("total")),
            _num_fast(rec.get("cost_usd")), bool(rec.get("retry")), action_max, (total / n) if n else None,
-           _raw_text(raw, rec))
+           _raw_text(raw, rec), preview_for(len(raw), rec))
     return row, critics
 
 
@@ -243,6 +244,10 @@ class Applier:
                 sql += f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
             self._sql_cache[(table.name, tuple(cols), on_conflict)] = sql
         conn.exec_driver_sql(sql, params)
+
+    def remember_run(self, run_id: str, pk: int) -> None:
+        """Cache a run's key found elsewhere (the overwrite check reads it too)."""
+        self._run_pks[run_id] = pk
 
     def forget(self, run_id: Optional[str] = None) -> None:
         """Drop cached run keys (after a delete or a rollback)."""
@@ -352,6 +357,7 @@ class Applier:
                     "critic_score": (sum(scores) / len(scores)) if scores else None,
                     "record": _raw_text(raw, rec),
                 }
+                steps[(pk, step)]["preview"] = preview_for(len(steps[(pk, step)]["record"]), rec)
                 critic_rows[(pk, step)] = [
                     {
                         "run_pk": pk,
@@ -421,6 +427,7 @@ class Applier:
                         ts_text if type(ts_text) is str and len(ts_text) <= 100 else _text_fast(ts_text, 100),
                         hashlib.sha1(_canonical(rec)).hexdigest(),
                         text,
+                        preview_for(len(text), rec),
                     ))
                     continue
                 events.append({
@@ -431,6 +438,7 @@ class Applier:
                     "ts": clean_text(rec.get("ts"), 100),
                     "digest": hashlib.sha1(_canonical(rec)).hexdigest(),
                     "record": text,
+                    "preview": preview_for(len(text), rec),
                 })
                 if tuples:
                     events[-1] = tuple(events[-1].values())

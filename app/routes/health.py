@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 
 from ..errors import QitaError
 from ..render import respond
+from .upload import job_data
 
 router = APIRouter(tags=["health"])
 
@@ -25,4 +26,13 @@ def job_status(request: Request, job_id: int) -> Any:
     job = request.app.state.writer.get(job_id)
     if job is None:
         raise QitaError("no such job (finished jobs are kept for a while only)", status=404)
-    return respond(request, "job.html", job.to_json(), fragment="_job.html")
+    return respond(request, "job.html", job_data(request, job), fragment="_job.html")
+
+
+@router.post("/api/jobs/{job_id}/cancel", summary="Cancel a write job (an upload): at once when queued, "
+                                                  "at its next batch when running; what was written stays")
+def job_cancel(request: Request, job_id: int) -> Any:
+    job = request.app.state.writer.cancel(job_id)
+    if job is None:
+        raise QitaError("no such job (finished jobs are kept for a while only)", status=404)
+    return respond(request, "job.html", job_data(request, job), fragment="_job.html")

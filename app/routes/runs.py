@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from .. import export, queries
+from .. import export, fields, queries
 from ..deps import SessionDep, SettingsDep
 from ..errors import QitaError
 from ..models import RunPublic
@@ -185,18 +185,32 @@ def get_run_field(request: Request, session: SessionDep, run_id: str,
 
 def _field(request: Request, session, run_id: str, *, step: Optional[int], path: str, event: Optional[int],
            missing: str, lookup) -> Any:
-    """One stored value by JSON pointer, as a fragment or JSON; a bad pointer is a 400, a missing value a 404."""
+    """One stored value by JSON pointer, as a fragment or JSON; a bad pointer is a 400, a missing value a 404.
+
+    The value is masked by the keys it was stored under (the pointer's tokens): a password fetched
+    on its own is still a password.
+    """
     row = queries.run_live_stamp(session, run_id=run_id)
     if row is None:
         raise QitaError("no run with this id", status=404)
+    gate = fields.gate_for(session, run_pk=row["pk"], step=step, event=event)
+    gate.acquire()
     try:
-        value = lookup(row["pk"])
-    except ValueError as exc:
-        raise QitaError(f"bad path: {exc}", status=400) from None
-    except KeyError:
-        raise QitaError(missing, status=404) from None
-    return respond(request, "field.html", {"run_id": run_id, "step": step, "path": path, "event": event, "value": value},
-                   fragment="_field.html")
+        try:
+            key_path = queries.parse_pointer(path)
+            value = lookup(row["pk"])
+        except ValueError as exc:
+            raise QitaError(f"bad path: {exc}", status=400) from None
+        except KeyError:
+            raise QitaError(missing, status=404) from None
+        data = {"run_id": run_id, "step": step, "path": path, "event": event, "value": value}
+        if not fields.is_long(value):
+            return respond(request, "field.html", data, fragment="_field.html", value_path=("value", key_path))
+        response = fields.respond_long(request, data, key_path, release=gate.release)
+    except BaseException:
+        gate.release()
+        raise
+    return response
 
 
 @router.get("/runs/{run_id:runid}/live", include_in_schema=False)

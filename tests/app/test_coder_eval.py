@@ -273,7 +273,7 @@ def test_a_zip_of_the_results_folder_reads_the_same_runs(real, client, engine):
         for path in sorted(RESULTS.parent.rglob("*")):
             if path.is_file():
                 zf.write(path, str(path.relative_to(RESULTS.parent.parent)))
-    body = client.post("/api/traces", files=[("files", ("results.zip", buf.getvalue(), "application/zip"))]).json()
+    body = client.post("/api/traces", params={"wait": "true"}, files=[("files", ("results.zip", buf.getvalue(), "application/zip"))]).json()
     assert body["errors"] == []
     # the same run ids as the folder: the runs are updated, not duplicated
     assert body["runs_created"] == [] and sorted(body["runs_updated"]) == sorted(real)
@@ -418,12 +418,12 @@ def test_an_upload_of_a_task_json_and_of_an_empty_zip(client):
     doc = task_json("solo", "smoke", status="SUCCESS", turns=[("a", ["ls"])],
                     usage={"uncached_input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": 0,
                            "cache_creation_input_tokens": 0})
-    body = client.post("/api/traces", files=[("files", ("task.json", orjson.dumps(doc), "application/json"))]).json()
+    body = client.post("/api/traces", params={"wait": "true"}, files=[("files", ("task.json", orjson.dumps(doc), "application/json"))]).json()
     assert body["errors"] == [] and body["runs_created"] == ["2026-01-02T03:04:05/smoke/solo/00"]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("results/readme.txt", "nothing here")
-    body = client.post("/api/traces", files=[("files", ("empty.zip", buf.getvalue(), "application/zip"))]).json()
+    body = client.post("/api/traces", params={"wait": "true"}, files=[("files", ("empty.zip", buf.getvalue(), "application/zip"))]).json()
     assert body["rejected"] == ["empty.zip: no traces found in empty.zip: expected JSONL files, QitOS run folders "
                                 "or coder_eval results"]
 

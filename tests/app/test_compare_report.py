@@ -166,7 +166,7 @@ def test_markdown_for_a_pull_request(client, grp):
     assert ("| r4 | 0 | disagree: pass \\(stopped early\\) | fail | ReturnCodeCritic said retry" not in text)
     row = next(line for line in text.splitlines() if line.startswith("| r4 |"))
     assert "disagree: pass (stopped early)" in row and "premature pass: c\\_note failed in e2e" in row
-    assert "[side by side](http://testserver/pair?a=s-r4-0&b=e-r4-0)" in row
+    assert "[side by side](http://127.0.0.1/pair?a=s-r4-0&b=e-r4-0)" in row
 
 
 def test_markdown_escapes_trace_text():
@@ -197,7 +197,7 @@ def test_cli_compare_prints_the_same_markdown_and_json(client, grp, settings):
 
     api_md = client.get("/api/compare", params={**BASE, "format": "md"}).text
     result = CliRunner().invoke(main, ["compare", "--db", settings.db_url, "--experiment", "grp", "--a", "smoke",
-                                       "--b", "e2e", "--md", "--base-url", "http://testserver"])
+                                       "--b", "e2e", "--md", "--base-url", "http://127.0.0.1"])
     assert result.exit_code == 0, result.output
     assert result.output == api_md + "\n"
     result = CliRunner().invoke(main, ["compare", "--db", settings.db_url, "--experiment", "grp", "--a", "smoke",
@@ -244,7 +244,7 @@ def test_comparisons_are_warmed_before_the_first_visitor(settings, grp, monkeypa
     from app.main import create_app
 
     app = create_app(settings)
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
         with Session(app.state.engine) as session:
             assert app.state.warmer.warm(session) == 1  # grp: smoke against e2e
 

@@ -35,7 +35,7 @@ def test_export_jsonl_round_trips(tmp_path, ingest, client):
 
     from app.main import create_app
 
-    with TestClient(create_app(fresh)) as other:
+    with TestClient(create_app(fresh), base_url="http://127.0.0.1") as other:
         a, b = client.get("/api/runs/early-1").json(), other.get("/api/runs/early-1").json()
         for key in ("verdict", "gated_on", "stop_reason", "steps", "tokens_total", "early_stopped", "state"):
             assert a["run"][key] == b["run"][key], key

@@ -130,7 +130,7 @@ def test_a_500_level_observation_exports_whole_and_ingests_back_the_same(make_cl
     out.parent.mkdir()
     out.write_bytes(resp.content)
     fresh = Settings(db=str(tmp_path / "fresh.db"))
-    with TestClient(create_app(fresh)) as other:
+    with TestClient(create_app(fresh), base_url="http://127.0.0.1") as other:
         assert Ingestor(other.app.state.engine, fresh).ingest_paths([str(out)]).ok
         a, b = c.get("/api/runs/deep").json(), other.get("/api/runs/deep").json()
         assert a["run"]["stop_reason"] == b["run"]["stop_reason"] == "final"

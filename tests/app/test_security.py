@@ -133,7 +133,7 @@ def test_sign_in_sets_a_strict_httponly_cookie_that_opens_reads(tmp_path):
         bad = c.post("/login", data={"token": "nope", "next": "/"}, follow_redirects=False)
         assert bad.status_code == 401
         assert "wrong token" in bad.text
-        assert "qita_token" not in bad.headers.get("set-cookie", "")
+        assert "qita_session" not in bad.headers.get("set-cookie", "")
         ok = c.post("/login", data={"token": TOKEN, "next": "/api/runs"}, follow_redirects=False)
         assert ok.status_code == 303
         assert ok.headers["location"] == "/api/runs"

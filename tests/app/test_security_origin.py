@@ -31,7 +31,7 @@ def test_the_boards_own_sign_in_post_is_accepted(tmp_path, headers):
     with _client(tmp_path, token=TOKEN) as c:
         r = c.post("/login", data={"token": TOKEN, "next": "/upload"}, headers=headers, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/upload"
-    assert "qita_token=" in r.headers["set-cookie"]
+    assert "qita_session=" in r.headers["set-cookie"]
 
 
 @pytest.mark.parametrize("headers", [

@@ -33,6 +33,7 @@ GOOD = lines(
 
 
 def post(client, *files, **params):
+    params.setdefault("wait", "true")
     return client.post("/api/traces", params=params, files=[("files", f) for f in files])
 
 
@@ -123,7 +124,7 @@ def test_zip_entries_never_land_outside(client, tmp_path):
 @pytest.fixture
 def small_client(tmp_path):
     settings = Settings(db=str(tmp_path / "small.db"), max_upload_bytes=4096, max_archive_bytes=2048)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         yield c
 
 

@@ -100,3 +100,24 @@ def test_qitos_side_by_side(qitos_runs: Path, tmp_path: Path, monkeypatch, capsy
     assert res["theirs"]["bytes"] == len(page.encode()) and res["ours"]["bytes"] > 0
     out = capsys.readouterr().out
     assert "whole run in one page: bytes sent" in out and "qita board /runs/{id}: first response, cold" in out
+
+
+def test_memory_bench_runs_at_a_small_size() -> None:
+    from bench import memory
+
+    res = memory.measure(steps=2, mb=1, concurrency=2)
+    assert set(res["results"]) == {"steps block (/api/runs/big/steps?limit=200)", "run page (/runs/big)",
+                                   "HTML export", "field view, streamed (/api/…/field)"}
+    for r in res["results"].values():
+        assert r["idle_mb"] > 0 and r["peak_over_idle_mb"] >= 0
+
+
+def test_hostile_set_has_a_near_miss_of_every_detector() -> None:
+    from app.secrets import DETECTORS
+    from bench.hostile import SIZE, near_misses
+
+    cases = list(near_misses())
+    assert all(abs(len(text) - SIZE) <= SIZE // 50 + 64 for _name, text in cases)
+    blob = "\n".join(text[:200] for _name, text in cases).lower()
+    for det in DETECTORS:
+        assert any(n in blob for n in det.needles), det.kind

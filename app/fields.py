@@ -1,0 +1,105 @@
+"""Field views of long values: a string too long for one page is streamed, masked window by window.
+
+The run page shows long values cut (app.previews) with a link to their field view.
+For a string over FIELD_INLINE_CHARS the field view:
+
+- as an htmx fragment (the page's "show all"), shows the first FIELD_INLINE_CHARS and a
+  link to the whole value on its own page;
+- as a page, streams the value inside the page, masked window by window
+  (`Masker.iter_text`) and escaped;
+- as JSON (`/api/…/field`), streams `{"…", "value": "…"}` the same way.
+
+Loading a step's record to find the value reads all of it: large records (those with
+a preview, over 256 KiB) are loaded by one request at a time (`gate_for`), so ten
+readers of a 60 MB value hold one copy in memory, not ten.
+"""
+
+from __future__ import annotations
+
+import html
+import secrets as _random
+import threading
+from typing import Any, Callable, Iterator, Optional
+
+import orjson
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from . import queries
+from .render import is_htmx, respond, wants_json
+from .secrets import Masker, cut_point, is_secret_key
+
+#: Longest string value answered in one piece; longer ones stream.
+FIELD_INLINE_CHARS = 256 * 1024
+_BIG_RECORDS = threading.BoundedSemaphore(1)
+
+
+class _NoGate:
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+def gate_for(session, *, run_pk: int, step: Optional[int], event: Optional[int]):
+    """The semaphore a field lookup takes: one at a time for large step records, none otherwise."""
+    if step is None or not queries.record_is_large(session, run_pk=run_pk, step=step, event=event):
+        return _NoGate()
+    return _BIG_RECORDS
+
+
+def is_long(value: Any) -> bool:
+    return isinstance(value, str) and len(value) > FIELD_INLINE_CHARS
+
+
+def _chunks(request: Request, value: str, key_path: list[Any]) -> Iterator[str]:
+    from .security import reveal_state
+
+    masker = Masker(detect=not reveal_state(request).shown)
+    if masker.detect and any(is_secret_key(t) for t in key_path):
+        yield masker.at(value, key_path)
+        return
+    yield from masker.iter_text(value)
+
+
+def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *, release: Callable[[], None]):
+    """Answer with a long string value: cut (htmx), or streamed (page, JSON). Calls `release` when done."""
+    value: str = data["value"]
+    if is_htmx(request) and not wants_json(request):
+        release()
+        head = value[:cut_point(value, 0, FIELD_INLINE_CHARS)]
+        return respond(request, "field.html", {**data, "value": head, "more": {"chars": len(value)}},
+                       fragment="_field.html", value_path=("value", key_path))
+    chunks = _chunks(request, value, key_path)
+    if wants_json(request):
+        mark = "qita-" + _random.token_hex(8)
+        before, after = orjson.dumps({**data, "value": mark}).split(orjson.dumps(mark), 1)
+
+        def body() -> Iterator[bytes]:
+            try:
+                yield before + b'"'
+                for chunk in chunks:
+                    yield orjson.dumps(chunk)[1:-1]
+                yield b'"' + after
+            finally:
+                release()
+
+        return StreamingResponse(body(), media_type="application/json")
+    mark = "qita" + _random.token_hex(8)
+    page = respond(request, "field.html", {**data, "value": mark, "more": {"chars": len(value), "streamed": True}},
+                   value_path=("value", []))
+    before, after = page.body.decode().split(mark, 1)
+
+    def page_body() -> Iterator[str]:
+        try:
+            yield before
+            for chunk in chunks:
+                yield html.escape(chunk, quote=False)
+            yield after
+        finally:
+            release()
+
+    headers = {k: v for k, v in page.headers.items() if k.lower() not in ("content-length", "content-type")}
+    return StreamingResponse(page_body(), media_type="text/html; charset=utf-8", headers=headers,
+                             status_code=page.status_code)

@@ -1,0 +1,147 @@
+"""The overwrite rule: a run keeps the records of the source that began it.
+
+A run remembers its origin: the source (file, upload name, zip entry, QitOS folder)
+whose records created it. Records for the run from any other source are screened
+before they are applied:
+
+- a record that would **change** what is stored (a step with a different record, a
+  criterion with a different result, a different `run_end` or `early_stop`) is **not
+  applied**: the warning names the run, its origin, the source and what it would have
+  changed;
+- a record that **adds** (a new step, a criterion with no result yet, a first `run_end`)
+  is applied, with a warning naming the run and what was added;
+- a record equal to the stored one changes nothing and says nothing.
+
+`run_start` keeps its own rule (the first one received is kept, a different second one
+is reported), and events are keyed by content, so they only ever add. The source that
+began a run may rewrite it (a file that changed is read again). So the verdict never
+mixes two uploads silently: anything another source did to a run is on the run page
+and in the ingest report. To load a run again from another source, delete it first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import orjson
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
+
+from ..models import CRITERIA, EARLY, RUNS, STEPS
+
+Item = tuple[dict[str, Any], Optional[bytes], str, int]
+Warning_ = tuple[str, int, str, str]
+
+#: Items of one kind listed in a warning before "…".
+LISTED = 8
+
+
+def _loads(text: Any) -> Any:
+    if text is None or not isinstance(text, (str, bytes)):
+        return text
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _same(stored: Any, record: dict[str, Any]) -> bool:
+    return orjson.dumps(stored, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) == \
+        orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def _summary(things: list[str]) -> str:
+    steps = [int(t[5:]) for t in things if t.startswith("step ")]
+    others = [t for t in things if not t.startswith("step ")]
+    parts = []
+    if steps:
+        steps.sort()
+        shown = ", ".join(str(s) for s in steps[:LISTED]) + (f", … ({len(steps)} in all)" if len(steps) > LISTED else "")
+        parts.append(("step " if len(steps) == 1 else "steps ") + shown)
+    parts.extend(others[:LISTED])
+    if len(others) > LISTED:
+        parts.append(f"… ({len(others)} others in all)")
+    return "; ".join(parts)
+
+
+def screen(conn: Connection, batch: list[Item], *, origin: str, label: str) -> tuple[list[Item], list[Warning_], dict[str, int]]:
+    """(items to apply, warnings as (file, line, message, run id), {run id: pk} of the runs screened)."""
+    run_ids = list({item[0]["run_id"] for item in batch})
+    owners: dict[str, tuple[int, Optional[str], Optional[str]]] = {}
+    for i in range(0, len(run_ids), 500):
+        for pk, rid, own, own_label in conn.execute(select(RUNS.c.id, RUNS.c.run_id, RUNS.c.origin, RUNS.c.origin_label)
+                                                    .where(RUNS.c.run_id.in_(run_ids[i:i + 500]))):
+            owners[rid] = (pk, own, own_label)
+    pks = {rid: v[0] for rid, v in owners.items()}
+    foreign = {rid: v for rid, v in owners.items() if v[1] is not None and v[1] != origin}
+    if not foreign:
+        return batch, [], pks
+
+    steps: dict[str, dict[int, Any]] = {}
+    crits: dict[str, dict[str, Any]] = {}
+    for rid, (pk, _o, _l) in foreign.items():
+        wanted = [it[0]["step"] for it in batch if it[0]["run_id"] == rid and it[0]["type"] == "step"]
+        steps[rid] = {}
+        for i in range(0, len(wanted), 500):
+            for n, rec in conn.execute(select(STEPS.c.step, STEPS.c.record)
+                                       .where(STEPS.c.run_pk == pk, STEPS.c.step.in_(wanted[i:i + 500]))):
+                steps[rid][n] = rec
+        crits[rid] = {cid: result for cid, result in conn.execute(
+            select(CRITERIA.c.criterion_id, CRITERIA.c.result).where(CRITERIA.c.run_pk == pk, CRITERIA.c.has_result))}
+
+    kept: list[Item] = []
+    refused: dict[str, list[str]] = {}
+    added: dict[str, list[str]] = {}
+    first_line: dict[str, tuple[str, int]] = {}
+    ends: dict[str, Any] = {}
+    earlies: dict[str, Any] = {}
+    for item in batch:
+        rec = item[0]
+        rid = rec["run_id"]
+        if rid not in foreign:
+            kept.append(item)
+            continue
+        pk = foreign[rid][0]
+        rtype = rec["type"]
+        if rtype == "step":
+            what, stored, present = f"step {rec['step']}", steps[rid].get(rec["step"]), rec["step"] in steps[rid]
+        elif rtype == "criterion":
+            what, stored, present = f"criterion {rec['id']!r}", crits[rid].get(rec["id"]), rec["id"] in crits[rid]
+        elif rtype == "run_end":
+            if rid not in ends:
+                ends[rid] = conn.execute(select(RUNS.c.end_record).where(RUNS.c.id == pk)).scalar()
+            what, stored, present = "run_end", ends[rid], ends[rid] is not None
+        elif rtype == "early_stop":
+            if rid not in earlies:
+                earlies[rid] = conn.execute(select(EARLY.c.record).where(EARLY.c.run_pk == pk)).scalar()
+            what, stored, present = "early_stop", earlies[rid], earlies[rid] is not None
+        else:
+            kept.append(item)  # run_start has its own rule; events only add
+            continue
+        first_line.setdefault(rid, (item[2], item[3]))
+        if not present:
+            kept.append(item)
+            added.setdefault(rid, []).append(what)
+        elif not _same(_loads(stored), rec):
+            refused.setdefault(rid, []).append(what)
+
+    warnings: list[Warning_] = []
+    for rid in sorted(set(refused) | set(added)):
+        began = foreign[rid][2] or "another source"
+        where, line = first_line[rid]
+        if rid in refused:
+            warnings.append((where, line, f"run {rid!r} was begun by {began}: {len(refused[rid])} record(s) from "
+                                          f"{label} would change it and were not applied ({_summary(refused[rid])}); "
+                                          "a run keeps the records of the source that began it: delete the run to "
+                                          "load it again from this one", rid))
+        if rid in added:
+            warnings.append((where, line, f"run {rid!r} was begun by {began}: {len(added[rid])} new record(s) from "
+                                          f"{label} were added to it ({_summary(added[rid])})", rid))
+    return kept, warnings, pks
+
+
+def claim(conn: Connection, run_ids: list[str], *, origin: str, label: str) -> None:
+    """Make `origin` the origin of these runs, if they have none yet (new runs, runs from before the rule)."""
+    for i in range(0, len(run_ids), 500):
+        conn.execute(update(RUNS).where(RUNS.c.run_id.in_(run_ids[i:i + 500]), RUNS.c.origin.is_(None))
+                     .values(origin=origin, origin_label=label))

@@ -1,0 +1,70 @@
+"""Issue 15 item 3: 1 MB near-misses of every kind of detector in a run's objective, metadata and
+a step: every page answers (the bound here is generous, the figures are in bench/hostile.py)
+and /api/health keeps answering meanwhile."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+from bench.hostile import near_misses
+from tests.conftest import write_jsonl
+
+#: One of each shape (the whole set is timed by `python -m bench.hostile`).
+PICKED = {"password + spaces", "(token: ') repeated", "(Cookie: ') repeated", "(--password + space) repeated",
+          "'eyJa-' repeated", "'-----BEGIN PRIVATE KEY-----' repeated", "BEGIN headers with bodies, no END",
+          "'Authorization: Basic ' repeated", "'a://b:' repeated", "'sk-' repeated", "long name then password",
+          "cookie header then a long line"}
+PAGE_BOUND_S = 15.0  # generous: a loaded 2-core machine; measured well under 1 s (docs/security.md)
+HEALTH_BOUND_S = 3.0
+
+
+def test_hostile_text_cannot_freeze_the_board(ingest, tmp_path, settings):
+    from tests.browser.conftest import LiveServer
+
+    records = []
+    picked = [(name, text) for name, text in near_misses() if name in PICKED]
+    assert len(picked) == len(PICKED)
+    for i, (name, text) in enumerate(picked):
+        rid = f"hostile-{i}"
+        records += [{"type": "run_start", "run_id": rid, "objective": text, "metadata": {"note": text}},
+                    {"type": "step", "run_id": rid, "step": 0, "observation": text, "decision": {"rationale": text}},
+                    {"type": "run_end", "run_id": rid, "status": "completed", "stop_reason": "final",
+                     "final_result": text}]
+    ingest(write_jsonl(tmp_path / "hostile.jsonl", records))
+
+    worst_health = [0.0]
+    stop = threading.Event()
+
+    def poll_health() -> None:
+        with httpx.Client(base_url=live_server.url, timeout=30) as c:
+            while not stop.is_set():
+                t = time.monotonic()
+                assert c.get("/api/health").status_code == 200
+                worst_health[0] = max(worst_health[0], time.monotonic() - t)
+                time.sleep(0.02)
+
+    live_server = LiveServer(settings).start()
+    poller = threading.Thread(target=poll_health, daemon=True)
+    poller.start()
+    timings = []
+    try:
+        with httpx.Client(base_url=live_server.url, timeout=120) as c:
+            urls = ["/", "/api/runs", "/?q=password"]
+            for i in range(len(picked)):
+                urls += [f"/runs/hostile-{i}", f"/api/runs/hostile-{i}/steps", f"/runs/hostile-{i}/steps",
+                         f"/api/runs/hostile-{i}/field?path=/run/meta/note"]
+            for url in urls:
+                t = time.monotonic()
+                r = c.get(url)
+                timings.append((time.monotonic() - t, url))
+                assert r.status_code == 200, (url, r.status_code)
+    finally:
+        stop.set()
+        poller.join(30)
+        live_server.stop()
+    slowest = max(timings)
+    assert slowest[0] < PAGE_BOUND_S, slowest
+    assert worst_health[0] < HEALTH_BOUND_S, worst_health

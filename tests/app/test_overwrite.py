@@ -1,0 +1,72 @@
+"""Issue 15 item 9: records for an existing run from another source are refused when they
+would change it, added with a warning when they add, and the verdict never mixes silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+
+
+def lines(*records) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def trace(objective: str, obs: str, score: float, status: str, extra_step: bool = False) -> bytes:
+    recs = [{"type": "run_start", "run_id": "r1", "objective": objective, "criteria": [{"id": "c1"}]}]
+    recs += [{"type": "step", "run_id": "r1", "step": i, "observation": f"{obs} {i}"} for i in range(3)]
+    if extra_step:
+        recs.append({"type": "step", "run_id": "r1", "step": 3, "observation": "new"})
+    recs += [{"type": "criterion", "run_id": "r1", "id": "c1", "score": score},
+             {"type": "run_end", "run_id": "r1", "status": status, "stop_reason": "final"}]
+    return lines(*recs)
+
+
+def _upload(c: TestClient, name: str, body: bytes) -> dict:
+    r = c.post("/api/traces", params={"wait": "true"}, files=[("files", (name, body))])
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_second_upload_cannot_change_a_run_it_did_not_begin(tmp_path: Path):
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", trace("first", "from a", 1.0, "completed"))
+        assert c.get("/api/runs/r1").json()["run"]["verdict"] == "pass"
+        second = _upload(c, "b.jsonl", trace("second", "from b", 0.0, "failed", extra_step=True))
+        messages = [w["message"] for w in second["warnings"]]
+        assert ("run 'r1' was begun by a.jsonl: 5 record(s) from b.jsonl would change it and were not applied "
+                "(steps 0, 1, 2; criterion 'c1'; run_end); a run keeps the records of the source that began it: "
+                "delete the run to load it again from this one") in messages
+        assert "run 'r1' was begun by a.jsonl: 1 new record(s) from b.jsonl were added to it (step 3)" in messages
+        run = c.get("/api/runs/r1").json()["run"]
+        assert (run["objective"], run["verdict"], run["status"]) == ("first", "pass", "completed")
+        steps = {s["step"]: s["record"]["observation"] for s in c.get("/api/runs/r1/steps").json()["data"]}
+        assert steps == {0: "from a 0", 1: "from a 1", 2: "from a 2", 3: "new"}
+        page = c.get("/runs/r1").text
+        assert "was begun by a.jsonl" in page and "would change it and were not applied" in page
+
+
+def test_the_source_that_began_a_run_may_rewrite_it(tmp_path: Path):
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", trace("first", "v1", 1.0, "completed"))
+        again = _upload(c, "a.jsonl", trace("first", "v2", 0.0, "failed"))
+        assert not any("was begun by" in w["message"] for w in again["warnings"])
+        assert c.get("/api/runs/r1").json()["run"]["verdict"] == "fail"
+
+
+def test_equal_records_from_another_source_say_nothing(tmp_path: Path):
+    body = trace("first", "same", 1.0, "completed")
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", body)
+        copy = _upload(c, "copy.jsonl", body)
+        assert copy["warnings"] == [] and copy["records"] == 6  # run_start, 3 steps, criterion, run_end
+
+
+def test_a_qitos_folder_is_one_source(ingest, qitos_runs):
+    folder = next(p for p in sorted(qitos_runs.iterdir()) if (p / "manifest.json").is_file())
+    report = ingest(folder)
+    assert not any("was begun by" in w.message for w in report.warnings)
