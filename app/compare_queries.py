@@ -36,6 +36,11 @@ def group_runs(session: Session, *, group: Group) -> list[dict[str, Any]]:
     return [dict(r) for r in session.execute(stmt).mappings()]
 
 
+def group_exists(session: Session, *, group: Group) -> bool:
+    """Whether any run belongs to the group (a comparison of an empty group answers nothing)."""
+    return session.execute(select(RUNS.c.id).where(_condition(group)).limit(1)).first() is not None
+
+
 def variants_by_experiment(session: Session, *, limit: int = 500) -> dict[str, list[str]]:
     """Each experiment's variants, for the chooser and the default comparison."""
     rows = session.execute(select(RUNS.c.experiment, RUNS.c.variant).where(

@@ -31,7 +31,7 @@ log = logging.getLogger("qita")
 
 def _error_response(request: Request, exc: QitaError):
     if wants_json(request):
-        return JSONResponse({"error": exc.message, "status": exc.status}, status_code=exc.status)
+        return JSONResponse({**exc.details, "error": exc.message, "status": exc.status}, status_code=exc.status)
     templates = request.app.state.templates
     name = "_error.html" if is_htmx(request) else "error.html"
     ctx = {"request": request, "error": exc, "settings": request.app.state.settings}
