@@ -72,11 +72,11 @@ def upload_of(conn: Connection, *, run_pk: int) -> Optional[dict[str, Any]]:
 
 def list_uploads(conn: Connection, *, limit: int = 100) -> list[dict[str, Any]]:
     """The latest uploads with how many runs each created and added to."""
-    created = func.sum(func.coalesce(UPLOAD_RUNS.c.created.cast(RUNS.c.steps.type), 0))
-    rows = conn.execute(select(UPLOADS.c.id, UPLOADS.c.created_at, UPLOADS.c.files, UPLOADS.c.records,
-                               func.count(UPLOAD_RUNS.c.run_pk), created)
-                        .select_from(UPLOADS.outerjoin(UPLOAD_RUNS, UPLOAD_RUNS.c.upload_id == UPLOADS.c.id))
-                        .group_by(UPLOADS.c.id, UPLOADS.c.created_at, UPLOADS.c.files, UPLOADS.c.records)
+    created = func.sum(UPLOAD_RUNS.c.created.cast(RUNS.c.steps.type))
+    counts = select(UPLOAD_RUNS.c.upload_id, func.count().label("n"), created.label("c")) \
+        .group_by(UPLOAD_RUNS.c.upload_id).subquery()
+    rows = conn.execute(select(UPLOADS.c.id, UPLOADS.c.created_at, UPLOADS.c.files, UPLOADS.c.records, counts.c.n, counts.c.c)
+                        .select_from(UPLOADS.outerjoin(counts, counts.c.upload_id == UPLOADS.c.id))
                         .order_by(UPLOADS.c.id.desc()).limit(limit)).all()
     return [{"id": i, "created_at": at, "files": files or [], "records": rec, "runs": int(n or 0),
              "runs_created": int(c or 0)} for i, at, files, rec, n, c in rows]
