@@ -58,8 +58,10 @@
   function jump(delta) {
     var marks = flagged();
     if (!marks.length) return;
+    // From the selected step, else from where the reader is: the top of the page is
+    // before the first step.
     var list = steps();
-    var i = list.length ? currentIndex(list) : -1;
+    var i = list.length && window.scrollY > 8 || document.querySelector("article.step.current") ? currentIndex(list) : -1;
     var cur = i >= 0 ? Number(list[i].dataset.step) : -1;
     var target = null;
     if (delta > 0) { for (var a = 0; a < marks.length; a++) { if (marks[a] > cur) { target = marks[a]; break; } } }
