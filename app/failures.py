@@ -33,20 +33,39 @@ def _raw_score(stored: Any, result: Any) -> Any:
     return result.get("score")
 
 
+#: The criterion fields the weighing reads, in the order weigh() takes them.
+WEIGH_FIELDS = ("criterion_id", "stop_when", "gating", "pass_threshold", "has_result", "score", "passed", "has_spec")
+
+
+def weigh(rows: list[tuple], *, early_stop_enabled: bool, early_stopped: bool,
+          armed_ids: Optional[list[str]] = None) -> list[tuple[bool, bool, bool, Optional[bool]]]:
+    """How each of a run's criteria (tuples of WEIGH_FIELDS) weighs on its verdict, as
+    app.derive decides it: (armed, advisory, informational, effective pass or None)."""
+    ids = set(armed_ids or [])
+    spec_armed = [is_armed(early_stop_enabled, r[1]) for r in rows]
+    any_spec_armed = any(spec_armed)
+    declared = any(r[7] for r in rows)
+    armed = [a or (early_stop_enabled and not any_spec_armed and r[0] in ids) for a, r in zip(spec_armed, rows)]
+    any_armed = any(armed)
+    out = []
+    for r, arm in zip(rows, armed):
+        # A result for an id the run never declared is shown but does not gate (app.derive).
+        gating = bool(r[2]) and (r[7] or not declared)
+        out.append((arm,
+                    # Advisory only when the verdict really is gated on armed criteria (app.derive).
+                    early_stopped and any_armed and not arm and gating,
+                    not gating,
+                    criterion_passed(r[5], r[6], r[3], by_score=early_stopped and arm) if r[4] else None))
+    return out
+
+
 def classify_criteria(rows: list[dict[str, Any]], *, early_stop_enabled: bool, early_stopped: bool,
                       armed_ids: Optional[list[str]] = None) -> list[dict[str, Any]]:
     """A run's criterion rows with armed / advisory / informational flags and effective pass."""
-    ids = set(armed_ids or [])
-    any_spec_armed = any(is_armed(early_stop_enabled, r["stop_when"]) for r in rows)
-    declared = any(r["has_spec"] for r in rows)
-    any_armed = any(is_armed(early_stop_enabled, r["stop_when"])
-                    or (early_stop_enabled and not any_spec_armed and r["criterion_id"] in ids) for r in rows)
+    weights = weigh([tuple(r[f] for f in WEIGH_FIELDS) for r in rows], early_stop_enabled=early_stop_enabled,
+                    early_stopped=early_stopped, armed_ids=armed_ids)
     out = []
-    for r in rows:
-        armed = is_armed(early_stop_enabled, r["stop_when"]) or (
-            early_stop_enabled and not any_spec_armed and r["criterion_id"] in ids)
-        # A result for an id the run never declared is shown but does not gate (app.derive).
-        gating = bool(r["gating"]) and (r["has_spec"] or not declared)
+    for r, (armed, advisory, informational, passed) in zip(rows, weights):
         out.append({
             "id": r["criterion_id"],
             "type": r.get("type"),
@@ -55,13 +74,11 @@ def classify_criteria(rows: list[dict[str, Any]], *, early_stop_enabled: bool, e
             "gating": r["gating"],
             "pass_threshold": r["pass_threshold"],
             "armed": armed,
-            # Advisory only when the verdict really is gated on armed criteria (app.derive).
-            "advisory": early_stopped and any_armed and not armed and gating,
-            "informational": not gating,
+            "advisory": advisory,
+            "informational": informational,
             "graded": r["has_result"],
             "score": r["score"],
-            "passed": criterion_passed(r["score"], r["passed"], r["pass_threshold"], by_score=early_stopped and armed)
-            if r["has_result"] else None,
+            "passed": passed,
             "passed_recorded": r["passed"],
             "live_verdict": r.get("live_verdict"),
             "decided_at_step": r.get("decided_at_step"),
@@ -72,9 +89,14 @@ def classify_criteria(rows: list[dict[str, Any]], *, early_stop_enabled: bool, e
     return out
 
 
+def fails(*, passed: Optional[bool], advisory: bool, informational: bool) -> bool:
+    """A criterion that failed and weighed on the verdict (not informational, not advisory)."""
+    return passed is False and not informational and not advisory
+
+
 def failing_criteria(criteria: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The criteria (as classify_criteria gives them) that failed and weighed on the verdict."""
-    return [c for c in criteria if c["passed"] is False and not c["informational"] and not c["advisory"]]
+    return [c for c in criteria if fails(passed=c["passed"], advisory=c["advisory"], informational=c["informational"])]
 
 
 def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
@@ -92,36 +114,43 @@ def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
     return [{"reason": text, "criterion": None, "stop_reason": stop_reason}]
 
 
-_CRITERION_COLUMNS = [CRITERIA.c.run_pk, CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating,
-                      CRITERIA.c.pass_threshold, CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed,
-                      CRITERIA.c.has_spec]
+def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: Optional[str]) -> list[dict[str, Any]]:
+    if failed_ids:
+        return [{"reason": f"criterion {c} failed", "criterion": c, "stop_reason": None} for c in failed_ids]
+    return run_reasons([], stop_reason=stop_reason, stop_detail=stop_detail)
 
 
 def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str, Any]]:
     """Every failing run among those matching `conds`, with its experiment, variant and reasons.
 
-    Three queries whatever the number of runs (runs, their criteria, their early-stop records).
+    Two queries whatever the number of runs (runs with their criteria, early-stop records).
     """
     where = [*conds, RUNS.c.verdict.in_(FAILING)]
-    runs = [dict(r) for r in session.execute(
-        select(RUNS.c.id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.early_stop_enabled, RUNS.c.early_stopped,
-               RUNS.c.stop_reason, RUNS.c.stop_detail).where(*where)).mappings()]
+    runs: dict[int, list[Any]] = {}
+    stmt = (select(RUNS.c.id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.early_stop_enabled, RUNS.c.early_stopped,
+                   RUNS.c.stop_reason, RUNS.c.stop_detail, *[CRITERIA.c[f] for f in WEIGH_FIELDS])
+            .select_from(RUNS.outerjoin(CRITERIA, CRITERIA.c.run_pk == RUNS.c.id)).where(*where)
+            .order_by(RUNS.c.id, CRITERIA.c.position, CRITERIA.c.id))
+    for row in session.execute(stmt):
+        entry = runs.get(row[0])
+        if entry is None:
+            entry = runs[row[0]] = [row[1:7], []]
+        if row[7] is not None:
+            entry[1].append(row[7:])
     if not runs:
         return []
-    ids = select(RUNS.c.id).where(*where)
-    criteria: dict[int, list[dict[str, Any]]] = {}
-    for r in session.execute(select(*_CRITERION_COLUMNS).where(CRITERIA.c.run_pk.in_(ids))
-                             .order_by(CRITERIA.c.run_pk, CRITERIA.c.position, CRITERIA.c.id)).mappings():
-        criteria.setdefault(r["run_pk"], []).append(dict(r))
-    armed = {pk: a for pk, a in session.execute(select(EARLY.c.run_pk, EARLY.c.armed_criteria)
-                                                .where(EARLY.c.run_pk.in_(ids)))}
+    armed: dict[int, Any] = {}
+    if any(head[3] for head, _c in runs.values()):
+        armed = {pk: a for pk, a in session.execute(
+            select(EARLY.c.run_pk, EARLY.c.armed_criteria).where(EARLY.c.run_pk.in_(select(RUNS.c.id).where(*where))))}
     out = []
-    for run in runs:
-        classified = classify_criteria(criteria.get(run["id"], []), early_stop_enabled=bool(run["early_stop_enabled"]),
-                                       early_stopped=bool(run["early_stopped"]),
-                                       armed_ids=armed.get(run["id"]) if isinstance(armed.get(run["id"]), list) else None)
-        out.append({"experiment": run["experiment"], "variant": run["variant"],
-                    "reasons": run_reasons(classified, stop_reason=run["stop_reason"], stop_detail=run["stop_detail"])})
+    for pk, ((experiment, variant, enabled, stopped, stop_reason, stop_detail), rows) in runs.items():
+        ids = armed.get(pk)
+        weights = weigh(rows, early_stop_enabled=bool(enabled), early_stopped=bool(stopped),
+                        armed_ids=ids if isinstance(ids, list) else None)
+        failed = [r[0] for r, (_a, advisory, informational, passed) in zip(rows, weights)
+                  if fails(passed=passed, advisory=advisory, informational=informational)]
+        out.append({"experiment": experiment, "variant": variant, "reasons": _reasons_of(failed, stop_reason, stop_detail)})
     return out
 
 

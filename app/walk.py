@@ -5,9 +5,9 @@ Three kinds of step are worth jumping to (the run page's filter and its `n` / `p
 - `critic`: a critic said retry or stop (the step's strongest effective action);
 - `decided`: a criterion's live verdict was decided there, or the run was cut there
   (`decided_at_step` of a criterion, `step` of the early-stop record);
-- `errors`: something failed: an event of the step has `ok: false` or an `error`, a
-  tool invocation has an `error` or a failing `status`, or an action result has an
-  `error`, `ok: false` or a non-zero `returncode` (app.walk.step_errors).
+- `errors`: something failed: an event of the step has `ok: false`, a tool invocation
+  has an `error` or a failing `status`, or an action result has an `error`, `ok: false`
+  or a non-zero `returncode` (app.walk.step_errors).
 
 The lists are read per run state and cached until the run changes (`queries.run_cached`),
 so a long run's page does not rescan it on every view.
@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
+import re
+
 import orjson
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlmodel import Session
 
 from . import queries
@@ -33,10 +35,14 @@ KIND_LABELS = {
 #: Tool-invocation statuses that mean the call did not succeed (compared lower-case).
 FAILING_STATUSES = frozenset({"error", "errored", "failed", "failure", "fail", "timeout", "timed_out", "exception",
                               "crashed"})
-#: Fragments of a stored step line that may hold an error; only lines holding one are parsed
-#: (written with and without the space JSON writers put after a colon).
-_EVENT_HINTS = tuple(f'"error":{space}{value}' for value in ('"', "{", "[") for space in ("", " "))
-_STEP_HINTS = _EVENT_HINTS + ('"status":"', '"status": "', '"ok":false', '"ok": false', '"returncode":', '"returncode" :')
+#: What a stored step line must hold to be worth parsing for step_errors: an `error` that is
+#: not null, `ok: false`, a non-zero `returncode` or a failing `status`. One pass of a
+#: regular expression over the text (about 4 ms per 1,000 steps of 2 KB); only the lines it
+#: matches are parsed and judged.
+_MAY_FAIL = re.compile(r'"(?:error"\s*:\s*[^n\s]|ok"\s*:\s*f|returncode"\s*:\s*-?[1-9]|status"\s*:\s*"(?i:'
+                       + "|".join(sorted(FAILING_STATUSES)) + ')")')
+
+
 _RANK = {"continue": 0, "retry": 1, "stop": 2}
 
 
@@ -82,9 +88,8 @@ def step_errors(record: Any) -> list[str]:
 
 
 def event_failed(event: dict[str, Any]) -> bool:
-    """An event that reports a failure: `ok` false, or an `error` set."""
-    rec = event.get("record") if isinstance(event.get("record"), dict) else {}
-    return event.get("ok") is False or rec.get("error") not in (None, "", {}, [])
+    """An event that reports a failure (`ok: false`, as the format says)."""
+    return event.get("ok") is False
 
 
 def _loads(text: Optional[str]) -> Any:
@@ -98,19 +103,12 @@ def _error_steps(session: Session, *, run_pk: int) -> list[int]:
     steps = set(session.execute(
         select(EVENTS.c.step).where(EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_not(None), EVENTS.c.ok.is_(False))
         .distinct()).scalars())
-    hinted = or_(*[STEPS.c.record.contains(hint, autoescape=True) for hint in _STEP_HINTS])
-    for step, text in session.execute(select(STEPS.c.step, STEPS.c.record).where(STEPS.c.run_pk == run_pk, hinted)):
-        if step not in steps and step_errors(_loads(text)):
+    existing = set()
+    for step, text in session.execute(select(STEPS.c.step, STEPS.c.record).where(STEPS.c.run_pk == run_pk)):
+        existing.add(step)
+        if step not in steps and text and _MAY_FAIL.search(text) and step_errors(_loads(text)):
             steps.add(step)
-    # An event naming an error without ok: false (its record says so).
-    ev_hinted = or_(*[EVENTS.c.record.contains(hint, autoescape=True) for hint in _EVENT_HINTS])
-    for step, text in session.execute(select(EVENTS.c.step, EVENTS.c.record).where(
-            EVENTS.c.run_pk == run_pk, EVENTS.c.step.is_not(None), EVENTS.c.ok.is_not(False), ev_hinted)):
-        if step not in steps and event_failed({"ok": None, "record": _loads(text)}):
-            steps.add(step)
-    existing = set(session.execute(select(STEPS.c.step).where(STEPS.c.run_pk == run_pk, STEPS.c.step.in_(steps))).scalars()) \
-        if steps else set()
-    return sorted(existing)
+    return sorted(steps & existing)
 
 
 def _flagged(session: Session, run_pk: int) -> dict[str, list[int]]:
