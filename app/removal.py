@@ -16,15 +16,19 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import SQLModel
 
 from . import compare
 from .models import RUNS, SOURCES, UPLOAD_RUNS, UPLOADS
+
+log = logging.getLogger("qita.removal")
 
 #: Runs named per deleted upload or per replacement warning in one answer, at most.
 SHOWN = 1000
@@ -236,10 +240,15 @@ def public(plan: dict[str, Any]) -> dict[str, Any]:
 def after_upload(engine: Any, *, report: Any, files: list[tuple[str, str, int]]) -> dict[str, Any]:
     """What the upload result adds for remove and replace: the upload's number (to remove
     it later) and the runs it created that take another's place in comparisons."""
-    with engine.begin() as conn:
-        upload_id = record_upload(conn, files=[{"name": label, "bytes": size} for label, _p, size in files],
-                                  labels=[label for label, _p, _s in files], records=report.records,
-                                  created=report.created, touched=report.run_ids)
-        replaced = replacements(conn, run_ids=report.created)
+    try:
+        with engine.begin() as conn:
+            upload_id = record_upload(conn, files=[{"name": label, "bytes": size} for label, _p, size in files],
+                                      labels=[label for label, _p, _s in files], records=report.records,
+                                      created=report.created, touched=report.run_ids)
+            replaced = replacements(conn, run_ids=report.created)
+    except SQLAlchemyError:
+        # The runs are in: an upload that cannot be remembered is not a failed upload.
+        log.exception("could not remember an upload")
+        return {"upload_id": None, "upload_url": None, "replacements": []}
     return {"upload_id": upload_id, "upload_url": f"/uploads/{upload_id}" if upload_id else None,
             "replacements": replaced}
