@@ -337,5 +337,71 @@ def demo(db: Optional[str], out: str, tasks: int, force: bool) -> None:
     sys.exit(0 if report.ok else 1)
 
 
+@main.command(context_settings=CONTEXT)
+@click.argument("run_ids", nargs=-1)
+@click.option("--upload", "upload_id", type=click.IntRange(1), help="Delete the runs this upload created (see /uploads).")
+@click.option("--db", help="Database: a SQLAlchemy URL or a SQLite file path [env QITA_DB; default ./qita.db]")
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def delete(run_ids: tuple[str, ...], upload_id: Optional[int], db: Optional[str], dry_run: bool, yes: bool,
+           as_json: bool) -> None:
+    """Delete runs by id, or everything an upload added, with every row of them.
+
+    Only the named runs and their rows go (steps, critic outputs, events, criteria,
+    early-stop record, tags); other runs and the trace files stay. Deleting an upload
+    removes the runs it created and keeps the runs it only added records to.
+
+    Exit status: 0 when done, 1 when a run id or the upload is not found (nothing is
+    deleted then), 2 on a usage error. A board serving the same database sees the
+    change at once; one that is ingesting a deleted run's file may need a restart.
+
+    \b
+    Example:
+        qita delete smoke/task-7/0 --dry-run && qita delete smoke/task-7/0 --yes
+    """
+    from . import removal
+    from .db import open_database
+
+    if bool(run_ids) == bool(upload_id):
+        raise click.UsageError("name run ids, or one --upload ID (not both)")
+    settings = _settings(db=db)
+    try:
+        engine = open_database(settings)
+    except QitaError as exc:
+        _fail(exc.message)
+        return
+    try:
+        with engine.begin() as conn:
+            plan = removal.plan_upload(conn, upload_id=upload_id) if upload_id else removal.plan_runs(conn, run_ids=list(run_ids))
+            if plan is None or plan["missing"]:
+                what = f"no upload #{upload_id}" if plan is None else f"no run with id {', '.join(map(repr, plan['missing']))}"
+                _fail(f"{what}: nothing deleted")
+                return
+            if not dry_run and not yes and not as_json and sys.stdin.isatty():
+                _print_plan(removal.public(plan), as_json=False)
+                if not click.confirm("delete these?", default=False):
+                    click.echo("nothing deleted")
+                    return
+            result = removal.public(plan) if dry_run else removal.execute(conn, plan, upload_id=upload_id)
+    finally:
+        engine.dispose()
+    _print_plan(result, as_json)
+
+
+def _print_plan(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(orjson.dumps(result, default=str).decode())
+        return
+    rows = result["rows"] if result["dry_run"] else result["removed"]
+    verb = "would delete" if result["dry_run"] else "deleted"
+    for run in result["runs"]:
+        click.echo(f"{verb} run {run['run_id']} ({run['steps']} steps)")
+    for run in result.get("kept") or []:
+        click.echo(f"keeps run {run['run_id']} (the upload only added records to it)")
+    counts = ", ".join(f"{n} {name}" for name, n in rows.items() if n)
+    click.echo(f"{verb}: {counts or 'nothing'}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -72,6 +72,11 @@ def _key(row: dict[str, Any]) -> tuple[str, int]:
     return (row.get("task_id") or row.get("run_id") or "", int(row.get("replicate") or 0))
 
 
+def pair_key(row: dict[str, Any]) -> tuple[str, int]:
+    """The key runs are paired on, (task_id, or the run id without one; replicate)."""
+    return _key(row)
+
+
 def _recency(row: dict[str, Any]) -> tuple:
     started = row.get("started_at")
     return (started is not None, started.isoformat() if hasattr(started, "isoformat") else (started or ""), row.get("id") or 0)

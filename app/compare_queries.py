@@ -14,7 +14,9 @@ from sqlmodel import Session
 
 from . import compare
 from .compare import Group
+from . import notfound
 from .errors import QitaError
+from .notfound import missing_groups
 from .compare_flags import deciding_call
 from .models import RUNS, STEPS, CRITICS, CRITERIA, EARLY, RUN_TAGS as TAGS
 
@@ -120,6 +122,11 @@ def metadata_keys(session: Session, *, group: Group, limit: int = 50) -> list[st
     return sorted(keys)
 
 
+def group_exists(session: Session, *, group: Group) -> bool:
+    """Whether any run belongs to the group (a comparison of an empty group answers nothing)."""
+    return session.execute(select(RUNS.c.id).where(_condition(group)).limit(1)).first() is not None
+
+
 def variants_by_experiment(session: Session, *, limit: int = 500) -> dict[str, list[str]]:
     """Each experiment's variants, for the chooser and the default comparison."""
     rows = session.execute(select(RUNS.c.experiment, RUNS.c.variant).where(
@@ -216,16 +223,27 @@ def _grouped(session, ga: Group, pairs: list[dict[str, Any]], internal: dict[str
 def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[str], b: Optional[str],
                    a_experiment: Optional[str], b_experiment: Optional[str], a_tag: Optional[str],
                    b_tag: Optional[str]) -> Optional[tuple[compare.Group, compare.Group]]:
-    """The two groups the query names (or the default pick), None when there is nothing to compare."""
+    """The two groups the query names (or the default pick), None when there is nothing to compare.
+
+    A group naming an experiment, variant or tag the board does not hold is a 404 that
+    names the valid ones; the same group twice is a 400 (a comparison needs two).
+    """
     if a_experiment or b_experiment:
         if not (a_experiment and b_experiment):
-            raise QitaError("to compare two experiments give both a_experiment and b_experiment")
-        return compare.Group("experiment", a_experiment), compare.Group("experiment", b_experiment)
+            raise QitaError("to compare two experiments give both a_experiment and b_experiment",
+                            details={"valid": notfound.experiments(session)})
+        groups = compare.Group("experiment", a_experiment), compare.Group("experiment", b_experiment)
+        _check_groups(session, groups)
+        return groups
     if a_tag or b_tag:
         if not (a_tag and b_tag):
-            raise QitaError("to compare two tags give both a_tag and b_tag")
-        return compare.Group("tag", a_tag), compare.Group("tag", b_tag)
+            raise QitaError("to compare two tags give both a_tag and b_tag", details={"valid": notfound.tags(session)})
+        groups = compare.Group("tag", a_tag), compare.Group("tag", b_tag)
+        _check_groups(session, groups)
+        return groups
     variants = variants_by_experiment(session)
+    if experiment and not group_exists(session, group=compare.Group("experiment", experiment)):
+        raise missing_groups(session, kind="experiment", asked={"experiment": experiment}, missing=[experiment])
     if a or b:
         if experiment and not (a and b):
             # One side named: the other is the experiment's other variant, when that is unambiguous.
@@ -235,14 +253,33 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
             if other is not None:
                 a, b = (a, other) if a else (other, b)
         if not (experiment and a and b):
-            raise QitaError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)")
-        return compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
+            raise QitaError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)",
+                            details={"variants": {experiment: notfound.variants(session, experiment=experiment)}
+                                     if experiment else {}, "experiments": notfound.experiments(session)})
+        groups = compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
+        _check_groups(session, groups)
+        return groups
     if experiment:
         variants = {experiment: variants.get(experiment, [])}
     pick = compare.choose_default(variants)
     if pick is None:
         if experiment:
-            raise QitaError(f"experiment {experiment!r} has fewer than two variants: choose two groups", status=404)
+            raise QitaError(f"experiment {experiment!r} has fewer than two variants "
+                            f"({', '.join(variants[experiment]) or 'none'}): choose two groups", status=404,
+                            details={"variants": variants, "experiments": notfound.experiments(session)})
         return None
     e, va, vb = pick
     return compare.Group("variant", va, e), compare.Group("variant", vb, e)
+
+
+def _check_groups(session, groups: tuple[compare.Group, compare.Group]) -> None:
+    """404 naming the valid choices when a group holds no run; 400 when both are the same."""
+    ga, gb = groups
+    asked = {"a": ga.to_json(), "b": gb.to_json()}
+    missing = [g.value for g in groups if not group_exists(session, group=g)]
+    if missing:
+        raise missing_groups(session, kind=ga.kind, asked=asked, missing=list(dict.fromkeys(missing)),
+                             experiment=ga.experiment)
+    if ga == gb:
+        raise QitaError(f"both sides are {ga.description}: choose two different {ga.kind}s to compare",
+                        details={"asked": asked})

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 
 class QitaError(Exception):
-    """An error a user can act on: a message for people and an HTTP status."""
+    """An error a user can act on: a message for people, an HTTP status, and what may help.
 
-    def __init__(self, message: str, *, status: int = 400, title: str | None = None):
+    `details` travels with the message: its keys go into the JSON answer beside `error`
+    and `status`, and the error page lists them (`asked`, `nearest_run_ids`,
+    `experiments`, `variants`, `valid`: see templates/_error.html).
+    """
+
+    def __init__(self, message: str, *, status: int = 400, title: str | None = None,
+                 details: Optional[dict[str, Any]] = None):
         super().__init__(message)
         self.message = message
         self.status = status
+        self.details = details or {}
         self.title = title or {
             400: "Bad request",
             401: "Token required",
             403: "Forbidden",
             404: "Not found",
             408: "Request timeout",
+            409: "Conflict",
             413: "Too large",
             421: "Wrong address",
             429: "Too many tries",

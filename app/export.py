@@ -68,6 +68,7 @@ def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings:
     with Session(engine) as session:
         data = load_run(session, run_id)
         pk = data.pop("_pk")
+        data.pop("_updated_at")
         total = data["lane"]["steps"]
 
         if not reveal:

@@ -21,7 +21,7 @@ from .errors import QitaError
 from .jobs import Writer
 from .paths import STATIC
 from .render import JSONResponse, is_htmx, make_templates, wants_json
-from .secrets import mask_text
+from .secrets import mask_data, mask_text
 from .security import Guard, SecurityMiddleware
 from .settings import Settings
 from .urls import RawPathMiddleware
@@ -32,10 +32,10 @@ log = logging.getLogger("qita")
 
 
 def _error_response(request: Request, exc: QitaError):
-    # Messages may quote trace text (a run id, a bad value): masked like any page.
-    exc = QitaError(mask_text(exc.message), status=exc.status, title=exc.title)
+    # Messages and their details may quote trace text (a run id, a bad value): masked like any page.
+    exc = QitaError(mask_text(exc.message), status=exc.status, title=exc.title, details=mask_data(exc.details))
     if wants_json(request):
-        return JSONResponse({"error": exc.message, "status": exc.status}, status_code=exc.status)
+        return JSONResponse({**exc.details, "error": exc.message, "status": exc.status}, status_code=exc.status)
     templates = request.app.state.templates
     name = "_error.html" if is_htmx(request) else "error.html"
     ctx = {"request": request, "error": exc, "settings": request.app.state.settings}

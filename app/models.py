@@ -256,6 +256,31 @@ class IngestSource(SQLModel, table=True):
     updated_at: Optional[datetime] = None
 
 
+class Upload(SQLModel, table=True):
+    """One upload through the board (page or API): its files and the sources they were read as.
+
+    Kept so that everything an upload added can be removed again (app.removal).
+    """
+
+    __tablename__ = "uploads"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    created_at: Optional[datetime] = None
+    files: Optional[Any] = _json()  # [{"name", "bytes"}], as the upload result lists them
+    source_keys: Optional[Any] = _json()  # the ingest_sources keys ("upload:NAME") its files were read as
+    records: int = Field(default=0, sa_type=BigInteger)
+
+
+class UploadRun(SQLModel, table=True):
+    """A run an upload created (`created`) or added records to."""
+
+    __tablename__ = "upload_runs"
+
+    upload_id: int = Field(foreign_key="uploads.id", primary_key=True, ondelete="CASCADE")
+    run_pk: int = Field(foreign_key="runs.id", primary_key=True, ondelete="CASCADE", index=True)
+    created: bool = False
+
+
 #: SQLite only (migration 0003): the FTS5 trigram index behind the runs list's search, and
 #: the columns it holds. A virtual table and triggers, so not part of the metadata above.
 RUN_SEARCH_TABLE = "runs_fts"
@@ -283,3 +308,5 @@ EVENTS = EventRow.__table__
 CRITERIA = CriterionRow.__table__
 EARLY = EarlyStopRow.__table__
 SOURCES = IngestSource.__table__
+UPLOADS = Upload.__table__
+UPLOAD_RUNS = UploadRun.__table__

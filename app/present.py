@@ -262,3 +262,28 @@ def live_verdict_items(record: Any) -> list[dict[str, Any]]:
         return []
     return [{"id": str(cid), "verdict": v, "known": v in LIVE_VERDICTS, "css": v if v in ("pass", "fail") else "pending"}
             for cid, v in verdicts.items()]
+
+
+#: Keys of a criterion's details that name steps, and those that name tool calls (1-based).
+EVIDENCE_STEP_KEYS = ("step", "steps", "at_step", "decided_at_step", "step_indexes")
+EVIDENCE_CALL_KEYS = ("tool_call_index", "tool_call_indexes", "call_index", "call_indexes")
+EVIDENCE_MAX = 20
+
+
+def _ints(value: Any) -> list[int]:
+    items = value if isinstance(value, list) else [value]
+    return [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def criterion_evidence(criterion: dict[str, Any]) -> dict[str, list[int]]:
+    """The steps and tool calls a criterion points at (its `decided_at_step` and the step
+    and tool-call numbers in its details), each once, in order, at most EVIDENCE_MAX."""
+    details = criterion.get("details") if isinstance(criterion.get("details"), dict) else {}
+    steps = _ints(criterion.get("decided_at_step"))
+    calls: list[int] = []
+    for key in EVIDENCE_STEP_KEYS:
+        steps += _ints(details.get(key))
+    for key in EVIDENCE_CALL_KEYS:
+        calls += _ints(details.get(key))
+    return {"steps": list(dict.fromkeys(s for s in steps if s >= 0))[:EVIDENCE_MAX],
+            "calls": list(dict.fromkeys(c for c in calls if c >= 1))[:EVIDENCE_MAX]}

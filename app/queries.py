@@ -203,6 +203,11 @@ def data_cached(session: Session, *, key: tuple, compute: Any) -> Any:
     return _cached(session, key, compute, shared=True)
 
 
+def store_cached(session: Session, *, key: tuple, compute: Any) -> Any:
+    """A figure over the whole store (the experiments overview), kept until the data changes."""
+    return _cached(session, key, compute)
+
+
 def run_cached(session: Session, *, run_pk: int, updated_at: Any, name: str, compute: Any) -> Any:
     """A per-run figure (verdict lane, events without a step) kept until the run changes.
 
@@ -276,7 +281,14 @@ def run_stats(session: Session, *, filters: RunFilters) -> dict[str, Any]:
     return _cached(session, ("run_stats", _filter_key(filters)), lambda: _run_stats(session, filters))
 
 
+#: Variants whose pass rates the list's figures show one by one.
+BY_VARIANT_SHOWN = 8
+
+
 def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
+    from .failures import failing_run_reasons, top_reasons
+    from .overview import pass_rate
+
     conds = _where(filters, session)
     row = session.execute(select(
         func.count(),
@@ -294,27 +306,35 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         select(RUNS.c.stop_reason, func.count()).where(*conds).group_by(RUNS.c.stop_reason)
         .order_by(func.count().desc(), *_text_order(session, RUNS.c.stop_reason)).limit(20)
     ).all()
-    failure = func.coalesce(RUNS.c.stop_detail, RUNS.c.stop_reason)
-    failures = session.execute(
-        select(failure, func.count())
-        .where(*conds, RUNS.c.verdict.in_(("fail", "error")))
-        .group_by(failure)
-        .order_by(func.count().desc(), *_text_order(session, failure)).limit(5)
-    ).all()
+    failing = failing_run_reasons(session, conds=conds)
+    # A pass rate over runs of different variants mixes two measurements: the page shows
+    # one per variant when the filtered runs span several.
+    groups = session.execute(
+        select(RUNS.c.experiment, RUNS.c.variant, func.count(),
+               func.sum(case((RUNS.c.verdict == "pass", 1), else_=0)),
+               func.sum(case((RUNS.c.verdict.in_(("fail", "error")), 1), else_=0)))
+        .where(*conds).group_by(RUNS.c.experiment, RUNS.c.variant)
+        .order_by(func.count().desc(), *_text_order(session, RUNS.c.experiment), *_text_order(session, RUNS.c.variant))
+        .limit(BY_VARIANT_SHOWN + 1)).all()
+    by_variant = [{"experiment": e, "variant": v, "runs": int(n), "passed": int(p or 0), "decided": int(p or 0) + int(f or 0),
+                   "pass_rate": pass_rate(int(p or 0), int(f or 0))} for e, v, n, p, f in groups]
     return {
         "runs": total,
         "passed": passed,
         "failed": failed,
         "errored": errored,
         "graded": graded,
-        "pass_rate": (passed / graded) if graded else None,
+        "pass_rate": pass_rate(passed, failed, errored),
         "early_stopped": early,
         "running": running,
         "stop_reasons": [{"stop_reason": r, "count": c} for r, c in reasons],
         "median_steps": _median(session, RUNS.c.steps, conds),
         "median_tokens": _median(session, RUNS.c.tokens_total, conds),
         "median_elapsed_s": _median(session, RUNS.c.elapsed_s, conds),
-        "top_failures": [{"reason": r, "count": c} for r, c in failures],
+        "failing": len(failing),
+        "by_variant": by_variant[:BY_VARIANT_SHOWN],
+        "variants_more": len(by_variant) > BY_VARIANT_SHOWN,
+        "top_failures": top_reasons(failing),
     }
 
 
@@ -353,52 +373,12 @@ def get_run_row(session: Session, *, run_id: str) -> Optional[dict[str, Any]]:
 def get_criteria(session: Session, *, run_pk: int, early_stop_enabled: bool, early_stopped: bool,
                  armed_ids: Optional[list[str]] = None) -> list[dict[str, Any]]:
     """The run's criteria, with armed / advisory / informational flags and effective pass."""
-    from .derive import criterion_passed, is_armed
+    from .failures import classify_criteria
 
     rows = [dict(r) for r in session.execute(
         select(CRITERIA).where(CRITERIA.c.run_pk == run_pk).order_by(CRITERIA.c.position, CRITERIA.c.id)).mappings()]
-    ids = set(armed_ids or [])
-    any_spec_armed = any(is_armed(early_stop_enabled, r["stop_when"]) for r in rows)
-    declared = any(r["has_spec"] for r in rows)
-    any_armed = any(is_armed(early_stop_enabled, r["stop_when"])
-                    or (early_stop_enabled and not any_spec_armed and r["criterion_id"] in ids) for r in rows)
-    out = []
-    for r in rows:
-        armed = is_armed(early_stop_enabled, r["stop_when"]) or (
-            early_stop_enabled and not any_spec_armed and r["criterion_id"] in ids)
-        # A result for an id the run never declared is shown but does not gate (app.derive).
-        gating = bool(r["gating"]) and (r["has_spec"] or not declared)
-        out.append({
-            "id": r["criterion_id"],
-            "type": r["type"],
-            "description": r["description"],
-            "stop_when": r["stop_when"],
-            "gating": r["gating"],
-            "pass_threshold": r["pass_threshold"],
-            "armed": armed,
-            # Advisory only when the verdict really is gated on armed criteria (app.derive).
-            "advisory": early_stopped and any_armed and not armed and gating,
-            "informational": not gating,
-            "graded": r["has_result"],
-            "score": r["score"],
-            "passed": criterion_passed(r["score"], r["passed"], r["pass_threshold"], by_score=early_stopped and armed)
-            if r["has_result"] else None,
-            "passed_recorded": r["passed"],
-            "live_verdict": r["live_verdict"],
-            "decided_at_step": r["decided_at_step"],
-            "details": r["details"],
-            "score_raw": _raw_score(r["score"], r["result"]),
-            "declared": r["has_spec"],
-        })
-    return out
-
-
-def _raw_score(stored: Any, result: Any) -> Any:
-    """The score as the criterion record wrote it, when none was stored (e.g. out of range
-    or not a number): the page shows it as written rather than as absent."""
-    if stored is not None or not isinstance(result, dict):
-        return None
-    return result.get("score")
+    return classify_criteria(rows, early_stop_enabled=early_stop_enabled, early_stopped=early_stopped,
+                             armed_ids=armed_ids)
 
 
 def get_early_stop(session: Session, *, run_pk: int) -> Optional[dict[str, Any]]:
@@ -449,12 +429,16 @@ _STEP_VIEW = (*[c for c in STEPS.c if c.name not in ("record", "preview")],
 _EVENT_RECORD = func.coalesce(EVENTS.c.preview, EVENTS.c.record).label("record")
 
 
-def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25) -> tuple[list[dict[str, Any]], int]:
-    """A block of steps with their critic outputs and events, and the run's step count."""
+def get_steps(session: Session, *, run_pk: int, offset: int = 0, limit: int = 25,
+              steps: Optional[list[int]] = None) -> tuple[list[dict[str, Any]], int]:
+    """A block of steps with their critic outputs and events, and the run's step count.
+
+    `steps` picks the block by step number instead of by offset (a filtered walk, app.walk).
+    """
     total = session.execute(select(func.count()).select_from(STEPS).where(STEPS.c.run_pk == run_pk)).scalar_one()
-    rows = [dict(r) for r in session.execute(
-        select(*_STEP_VIEW).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step).offset(max(0, offset)).limit(max(1, min(limit, 200)))
-    ).mappings()]
+    stmt = select(*_STEP_VIEW).where(STEPS.c.run_pk == run_pk).order_by(STEPS.c.step)
+    stmt = stmt.where(STEPS.c.step.in_(steps)) if steps is not None else stmt.offset(max(0, offset))
+    rows = [dict(r) for r in session.execute(stmt.limit(max(1, min(limit, 200)))).mappings()]
     if not rows:
         return [], total
     idxs = [r["step"] for r in rows]

@@ -16,7 +16,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 
-from . import jsontext, present
+from . import jsontext, present, walk
 from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
 from .queries import make_pointer
@@ -53,6 +53,10 @@ def make_templates() -> Jinja2Templates:
     )
     env.globals.update(
         stop_reason_info=present.stop_reason_info,
+        criterion_evidence=present.criterion_evidence,
+        step_summary=walk.summary,
+        walk_labels=walk.KIND_LABELS,
+        walk_union=walk.union,
         early_stop_reason_labels=present.EARLY_STOP_REASON_LABELS,
         flag_labels=FLAG_LABELS,
         gauge=present.gauge,

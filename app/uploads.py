@@ -23,6 +23,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from . import tempfiles
 from .errors import QitaError
 from .ingest import IngestIssue, IngestReport
+from .removal import after_upload
 
 #: Accepted names and the suffix the stored copy gets (which tells ingest how to read it).
 SUFFIXES = ((".jsonl.gz", ".jsonl.gz"), (".ndjson.gz", ".jsonl.gz"), (".jsonl", ".jsonl"), (".ndjson", ".jsonl"),
@@ -182,7 +183,7 @@ def ingest_job(received: Received):
                                            labels=[label for label, _p, _s in received.files])
         else:
             report = IngestReport()
-        return upload_result(report, received)
+        return {**upload_result(report, received), **after_upload(ingestor.engine, report=report, files=received.files)}
 
     return run
 

@@ -213,11 +213,12 @@ def run_bench(db: Path, *, n: int, runs: int, big_steps: int, upload_mb: float, 
     with Board(db) as board, httpx.Client(base_url=board.base, timeout=120) as c:
         res["rss_start"] = board.rss()
         if "list" in parts:
-            res["list_first"] = timed(c, "/", n)
-            res["list_filtered"] = timed(c, "/?experiment=exp-001&verdict=fail", n)
-            res["list_search"] = timed(c, "/?q=task-00042", n)
-            res["list_search_common"] = timed(c, "/?q=smoke", n)
-            res["list_deep"] = timed(c, f"/?offset={deep}", n)
+            res["overview"] = timed(c, "/", n)
+            res["list_first"] = timed(c, "/runs", n)
+            res["list_filtered"] = timed(c, "/runs?experiment=exp-001&verdict=fail", n)
+            res["list_search"] = timed(c, "/runs?q=task-00042", n)
+            res["list_search_common"] = timed(c, "/runs?q=smoke", n)
+            res["list_deep"] = timed(c, f"/runs?offset={deep}", n)
             res["list_api_first"] = timed(c, "/api/runs", n)
             res["list_api_search"] = timed(c, "/api/runs?q=task-00042", n)
         if "run" in parts:
@@ -253,6 +254,8 @@ def report(res: dict[str, Any], runs: int, big_steps: int, pairs: int, log: Call
         kb_met = None if target_kb is None else r["bytes"] <= target_kb * 1024
         log(figure(f"{label} size", f"{r['bytes'] / 1024:.1f} KB", f"<= {target_kb:g} KB" if target_kb else "", kb_met))
 
+    if "overview" in res:
+        lat("overview", f"experiments overview, {runs:,} runs", 30)
     if "list_first" in res:
         lat("list_first", f"list page, {runs:,} runs, first page", 30)
         lat("list_filtered", "list page, filtered (experiment+verdict)", 30)

@@ -108,7 +108,7 @@ def main() -> int:
     from app.urls import encode_run_id
 
     seg = encode_run_id(rid)
-    paths = ["/", "/api/runs", "/?q=smoke", f"/runs/{seg}", f"/api/runs/{seg}", f"/runs/{seg}/steps", "/api/health"]
+    paths = ["/", "/runs", "/api/runs", "/runs?q=smoke", f"/runs/{seg}", f"/api/runs/{seg}", f"/runs/{seg}/steps", "/api/health"]
     print(f"{args.requests} requests per endpoint, concurrency {args.concurrency}, {url}")
     print(f"{'endpoint':<40} {'n':>5} {'err':>4} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'req/s':>7}")
     failed = 0

@@ -1,5 +1,6 @@
-"""Take the README screenshots: every page (runs list, run view, early-stopped run, compare,
-pair view, upload), light and dark.
+"""Take the README screenshots: every page (experiments overview, runs list, run view,
+early-stopped run, compare, pair view, upload, a delete to confirm) at 1280 px, and the
+overview and a run's retries on a 390 px phone, light and dark.
 
 Usage: PYTHONPATH=. python scripts/screenshots.py [QITOS_RUNS_FOLDER]
 Builds a throwaway board from the demo experiment (plus QitOS runs when given) and saves
@@ -49,6 +50,8 @@ def shoot(server: LiveServer) -> None:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.emulate_media(color_scheme=scheme)
             page.goto(server.url + "/")
+            page.screenshot(path=str(OUT / f"experiments-{scheme}.png"))
+            page.goto(server.url + "/runs")
             page.screenshot(path=str(OUT / f"runs-list-{scheme}.png"))
             early = page.locator("tr:has(.badge.early, .badge.stop-early_stop) td.run-id a").first
             early_href = early.get_attribute("href")
@@ -56,7 +59,7 @@ def shoot(server: LiveServer) -> None:
             page.goto(server.url + early_href)
             page.screenshot(path=str(OUT / f"run-early-stopped-{scheme}.png"))
             page.goto(server.url + plain)
-            page.locator("article.step").first.scroll_into_view_if_needed()
+            page.evaluate("document.getElementById('steps-section').scrollIntoView()")
             page.screenshot(path=str(OUT / f"run-view-{scheme}.png"))
             page.goto(server.url + "/compare")
             page.screenshot(path=str(OUT / f"compare-{scheme}.png"))
@@ -66,7 +69,20 @@ def shoot(server: LiveServer) -> None:
             page.screenshot(path=str(OUT / f"pair-{scheme}.png"))
             page.goto(server.url + "/upload")
             page.screenshot(path=str(OUT / f"upload-{scheme}.png"))
+            page.goto(server.url + plain + "/delete")
+            page.screenshot(path=str(OUT / f"delete-{scheme}.png"))
             page.close()
+            phone = browser.new_page(viewport={"width": 390, "height": 844})
+            phone.emulate_media(color_scheme=scheme)
+            phone.goto(server.url + "/")
+            phone.screenshot(path=str(OUT / f"experiments-phone-{scheme}.png"))
+            # A run with retries, filtered to the steps where a critic said retry or stop.
+            phone.goto(server.url + "/runs?q=retry")
+            retry = phone.locator("td.run-id a").first.get_attribute("href")
+            phone.goto(server.url + retry + "?only=critic")
+            phone.evaluate("document.getElementById('steps-section').scrollIntoView()")
+            phone.screenshot(path=str(OUT / f"run-phone-{scheme}.png"))
+            phone.close()
         browser.close()
     print("\n".join(sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.png"))))
 

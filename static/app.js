@@ -25,12 +25,50 @@
     for (var i = 0; i < list.length; i++) { if (list[i].offsetTop >= y) return i - 1; }
     return list.length - 1;
   }
+  // A collapsed step opens where it is; one opened only because the reader walked onto it
+  // folds again when they walk on, so walking a long run does not leave a trail open.
+  function unfold(el) {
+    var fold = el.querySelector("details.step-fold");
+    if (fold && !fold.open) { fold.open = true; el.dataset.autoOpened = "1"; }
+  }
   function select(el) {
-    steps().forEach(function (s) { s.classList.remove("current"); });
+    steps().forEach(function (s) {
+      if (s === el) return;
+      if (s.classList.contains("current") && s.dataset.autoOpened) {
+        var fold = s.querySelector("details.step-fold");
+        if (fold) fold.open = false;
+        delete s.dataset.autoOpened;
+      }
+      s.classList.remove("current");
+    });
     el.classList.add("current");
+    unfold(el);
     el.focus({ preventScroll: true });
+    // The step's scroll-margin-top (app.css) keeps its header below the sticky bar.
     el.scrollIntoView({ block: "start" });
     if (history.replaceState) history.replaceState(history.state, "", "#" + el.id);
+  }
+  // n / p: the next or previous step worth a look (the page lists them in data-flagged:
+  // the chosen kinds, or every kind when the list is not filtered).
+  function flagged() {
+    var holder = document.getElementById("steps-section");
+    var text = holder ? (holder.dataset.flagged || "") : "";
+    return text ? text.split(" ").map(Number) : [];
+  }
+  function jump(delta) {
+    var marks = flagged();
+    if (!marks.length) return;
+    // From the selected step, else from where the reader is: the top of the page is
+    // before the first step.
+    var list = steps();
+    var i = list.length && window.scrollY > 8 || document.querySelector("article.step.current") ? currentIndex(list) : -1;
+    var cur = i >= 0 ? Number(list[i].dataset.step) : -1;
+    var target = null;
+    if (delta > 0) { for (var a = 0; a < marks.length; a++) { if (marks[a] > cur) { target = marks[a]; break; } } }
+    else { for (var b = marks.length - 1; b >= 0; b--) { if (marks[b] < cur) { target = marks[b]; break; } } }
+    if (target === null) return;
+    var el = document.getElementById("step-" + target);
+    if (el) select(el); else openAt(target);
   }
   // Open the run from step n (the server renders the block holding it) and land on it.
   function openAt(n) {
@@ -74,12 +112,14 @@
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
     if (ev.key === "j") { go(1); ev.preventDefault(); }
     else if (ev.key === "k") { go(-1); ev.preventDefault(); }
+    else if (ev.key === "n") { jump(1); ev.preventDefault(); }
+    else if (ev.key === "p") { jump(-1); ev.preventDefault(); }
   });
 
   // A lane mark or a step's own link names a step: scroll to it when loaded, else open
   // the run from that step (the link's href says the same, so a copied link works too).
   document.addEventListener("click", function (ev) {
-    var link = ev.target.closest ? ev.target.closest("a.mark[data-step], a.step-link[data-step]") : null;
+    var link = ev.target.closest ? ev.target.closest("a.mark[data-step], a.step-link[data-step], a.step-ref[data-step]") : null;
     if (!link || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return;
     if (document.body.classList.contains("export")) return;
     ev.preventDefault();
@@ -93,7 +133,7 @@
     var m = /^#step-(\d+)$/.exec(window.location.hash);
     if (!m || !document.getElementById("steps")) return;
     var el = document.getElementById("step-" + m[1]);
-    if (el) { el.classList.add("current"); if (!visible(el)) el.scrollIntoView({ block: "start" }); return; }
+    if (el) { el.classList.add("current"); unfold(el); el.scrollIntoView({ block: "start" }); return; }
     if (new URL(window.location.href).searchParams.get("from") !== m[1]) openAt(m[1]);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", landOnHash);
@@ -107,10 +147,28 @@
     if (document.querySelector("#steps .more-steps")) return;
     var list = document.querySelectorAll("#steps article.step");
     ev.detail.parameters.after = list.length ? list[list.length - 1].dataset.step : "-1";
+    var holder = document.getElementById("steps");
+    if (holder && holder.dataset.only) ev.detail.parameters.only = holder.dataset.only;
   });
   // Live runs list: the poller fires this event when runs changed; reload only the table.
   document.body && init();
   function init() {
+    // The step filter applies as soon as a box is ticked; "expand all" needs this script.
+    document.body.addEventListener("change", function (ev) {
+      var box = ev.target;
+      if (box && box.name === "only" && box.form && box.form.classList.contains("step-filter")) box.form.submit();
+    });
+    var expand = document.querySelector(".step-filter .expand-all");
+    if (expand) {
+      expand.hidden = false;
+      expand.addEventListener("click", function () {
+        var folds = document.querySelectorAll("#steps details.step-fold");
+        var open = expand.dataset.open !== "1";
+        folds.forEach(function (f) { f.open = open; });
+        expand.dataset.open = open ? "1" : "";
+        expand.textContent = open ? "collapse all" : "expand all";
+      });
+    }
     document.body.addEventListener("qita-runs-changed", function () {
       if (window.htmx && document.getElementById("results")) {
         // htmx swaps in the server-rendered (escaped) table; its default swap replaces the content.

@@ -11,6 +11,7 @@ from fastapi.responses import PlainTextResponse, Response
 from .. import compare, compare_export, compare_flags, compare_queries, queries
 from ..deps import SessionDep
 from ..errors import QitaError
+from ..notfound import missing_groups, missing_run
 from ..render import respond
 from ..secrets import Masker
 from .runs import load_run
@@ -92,6 +93,7 @@ def _export(request: Request, data: dict[str, Any], ga: compare.Group, gb: compa
 def _side(session, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], int]:
     data = load_run(session, run_id)
     pk = data.pop("_pk")
+    data.pop("_updated_at")
     data.pop("lane", None)
     data.pop("run_events", None)
     steps, total = queries.get_steps(session, run_pk=pk, offset=0, limit=PAIR_STEPS)
@@ -132,7 +134,7 @@ def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min
     if not b:
         row = queries.get_run_row(session, run_id=a)
         if row is None:
-            raise QitaError("no run with this id", status=404)
+            raise missing_run(session, a)
         b = compare_queries.find_partner(session, run=row)
         if b is None:
             raise QitaError("this run has no twin in another variant of its experiment: give b=RUN_ID", status=404)

@@ -6,14 +6,16 @@ from typing import Annotated, Any, Literal, Optional
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
-from .. import export, fields, queries
+from .. import export, failures, fields, queries, removal, walk
 from ..deps import SessionDep, SettingsDep
 from ..errors import QitaError
+from ..notfound import missing_run
 from ..models import RunPublic
 from ..present import budget_gauges, token_parts
-from ..render import respond
+from ..render import JSONResponse, respond, wants_json
+from ..urls import encode_run_id
 
 router = APIRouter(tags=["runs"])
 
@@ -60,6 +62,9 @@ def run_filters(
 
 
 FiltersDep = Annotated[queries.RunFilters, Depends(run_filters)]
+#: The runs list's query parameters (a link to / carrying one of them means the list).
+LIST_PARAMS = frozenset({"q", "experiment", "variant", "state", "stop_reason", "verdict", "early_stopped", "model", "tag",
+                         "task_id", "sort", "order", "offset", "limit"})
 
 #: Run-level events (and events of steps with no step record) a run page lists at most.
 RUN_EVENTS_SHOWN = 500
@@ -69,7 +74,7 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k in PUBLIC_FIELDS or k in ("tags",)}
 
 
-@router.get("/", include_in_schema=False)
+@router.get("/runs", include_in_schema=False)
 @router.get("/api/runs", summary="List runs")
 def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any:
     """Runs matching the search and filters, one page, with figures for the whole filtered set."""
@@ -90,7 +95,7 @@ def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any
     if request.headers.get("hx-trigger") == "filters":
         # The form sends every field, empty ones too: keep the shared URL to what is set.
         query = urlencode(filters.as_params())
-        response.headers["HX-Push-Url"] = "/" + ("?" + query if query else "")
+        response.headers["HX-Push-Url"] = "/runs" + ("?" + query if query else "")
     return response
 
 
@@ -98,18 +103,21 @@ def load_run(session, run_id: str) -> dict[str, Any]:
     """Everything the run view shows above its steps."""
     row = queries.get_run_row(session, run_id=run_id)
     if row is None:
-        raise QitaError("no run with this id", status=404)
+        raise missing_run(session, run_id)
     early = queries.get_early_stop(session, run_pk=row["id"])
     criteria = queries.get_criteria(session, run_pk=row["id"], early_stop_enabled=row["early_stop_enabled"],
                                     early_stopped=early is not None,
                                     armed_ids=early.get("armed_criteria") if early else None)
     run = _public(row)
+    failing = failures.failing_criteria(criteria) if row["verdict"] in failures.FAILING else []
     run["start_record"] = row["start_record"]
     run["end_record"] = row["end_record"]
     gauges = budget_gauges(run)
     return {
         "run": run,
         "criteria": criteria,
+        "failing_criteria": failing,
+        "upload": removal.upload_of(session.connection(), run_pk=row["id"]),
         "early_stop": early,
         "tokens": token_parts(run),
         "budget": {g["name"]: g["gauge"] for g in gauges},
@@ -122,27 +130,60 @@ def load_run(session, run_id: str) -> dict[str, Any]:
             session, run_pk=row["id"], updated_at=row["updated_at"], name="stepless",
             compute=lambda: queries.get_stepless_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN)),
         "_pk": row["id"],
+        "_updated_at": row["updated_at"],
     }
+
+
+OnlyDep = Annotated[Optional[list[str]], Query(description="only steps where: critic (a critic said retry or stop), "
+                                                           "decided (a criterion was decided), errors (something failed)")]
+
+
+def _kinds(only: Optional[list[str]]) -> list[str]:
+    """The step filter's kinds; an unknown one is a 400 naming the valid ones."""
+    values = [v for raw in (only or []) for v in raw.split(",") if v]
+    unknown = [v for v in values if v not in walk.KINDS]
+    if unknown:
+        raise QitaError(f"only must be among {', '.join(walk.KINDS)}, not {unknown[0][:40]!r}",
+                        details={"valid": list(walk.KINDS)})
+    return walk.clean_kinds(values)
 
 
 @router.get("/runs/{run_id:runid}", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}", summary="One run with its criteria and early-stop record")
 def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
-            from_step: Annotated[Optional[int], Query(alias="from", ge=0, le=100_000_000)] = None) -> Any:
+            from_step: Annotated[Optional[int], Query(alias="from", ge=0, le=100_000_000)] = None,
+            only: OnlyDep = None) -> Any:
     """One run: header, criteria, early-stop record, verdict lane (steps come from /steps)."""
+    kinds = _kinds(only)
     data = load_run(session, run_id)
     pk = data.pop("_pk")
+    updated = data.pop("_updated_at")
     data["live"] = {"stamp": queries.run_live_stamp(session, run_id=run_id)["stamp"], "poll_s": settings.live_poll_s}
-    offset = queries.steps_after(session, run_pk=pk, after=from_step - 1) if from_step else 0
-    # The first block is short so the page opens fast; scrolling loads full blocks.
+    flagged = walk.flagged_steps(session, run_pk=pk, updated_at=updated)
+    data["walk"] = {"only": kinds, **{k: flagged[k] for k in walk.KINDS}}
     first = min(settings.first_page_steps, settings.page_steps)
-    steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=first)
-    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": first, "next_limit": settings.page_steps}
+    where = {"run_pk": pk, "updated_at": updated, "kinds": kinds}
+    offset = walk.position_of(session, **where, step=from_step) if from_step else 0
+    steps, total = walk.step_block(session, **where, offset=offset, limit=first)
+    if from_step is not None and not steps and total:
+        # Past the last step: say so, and show the run's last block rather than nothing.
+        last = walk.step_at(session, **where, position=total - 1)
+        data["notice"] = (f"there is no step {from_step} or later{' among the chosen steps' if kinds else ''}: "
+                          f"the last is step {last}; showing the last steps")
+        offset = max(0, total - first)
+        steps, total = walk.step_block(session, **where, offset=offset, limit=first)
+    # The first block is short so the page opens fast; scrolling loads full blocks. Its
+    # first step opens in full (or the step asked for); the others show one line each.
+    opened = steps[0]["step"] if steps else None
+    if from_step is not None and any(s["step"] == from_step for s in steps):
+        opened = from_step
+    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": first, "next_limit": settings.page_steps,
+               "kinds": kinds, "opened": opened, "run_steps": data["run"]["steps"]}
     if offset > 0:
         # The block before this one ends at the step just above the first shown ("k" and
         # "earlier steps" land there), whatever gaps the step numbers have.
-        context["earlier_from"] = queries.step_at(session, run_pk=pk, position=max(0, offset - first))
-        context["prev_step"] = queries.step_at(session, run_pk=pk, position=offset - 1)
+        context["earlier_from"] = walk.step_at(session, **where, position=max(0, offset - first))
+        context["prev_step"] = walk.step_at(session, **where, position=offset - 1)
     return respond(request, "run.html", data, fragment="_run_header.html", context=context)
 
 
@@ -150,16 +191,39 @@ def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id
 @router.get("/api/runs/{run_id:runid}/steps", summary="A block of a run's steps with their critic outputs")
 def get_steps(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
               offset: Annotated[int, Query(ge=0, le=100_000_000)] = 0,
-              limit: Annotated[Optional[int], Query(ge=1, le=200)] = None) -> Any:
-    """Steps `offset` to `offset + limit` of the run, each with every critic output and its events."""
+              limit: Annotated[Optional[int], Query(ge=1, le=200)] = None, only: OnlyDep = None) -> Any:
+    """Steps `offset` to `offset + limit` of the run (or of the steps `only` picks), each with every critic output and its events."""
+    kinds = _kinds(only)
     row = queries.get_run_row(session, run_id=run_id)
     if row is None:
-        raise QitaError("no run with this id", status=404)
+        raise missing_run(session, run_id)
     limit = limit or settings.page_steps
-    steps, total = queries.get_steps(session, run_pk=row["id"], offset=offset, limit=limit)
-    data = {"data": steps, "count": total, "offset": offset, "limit": limit}
-    context = {"run": _public(row), "steps": steps, "steps_total": total, "offset": offset, "limit": limit}
+    steps, total = walk.step_block(session, run_pk=row["id"], updated_at=row["updated_at"], kinds=kinds,
+                                   offset=offset, limit=limit)
+    if offset and offset >= total:
+        what = "steps of the chosen kinds" if kinds else "steps"
+        raise QitaError(f"offset {offset} is past the end: the run has {total} {what} (offsets 0 to {max(0, total - 1)})",
+                        status=404, details={"count": total, "only": kinds})
+    data = {"data": steps, "count": total, "offset": offset, "limit": limit, "only": kinds}
+    context = {"run": _public(row), "steps": steps, "steps_total": total, "offset": offset, "limit": limit,
+               "kinds": kinds, "opened": None}
     return respond(request, "steps.html", data, fragment="_steps.html", context=context)
+
+
+@router.get("/runs/{run_id:runid}/calls/{call}", include_in_schema=False)
+@router.get("/api/runs/{run_id:runid}/calls/{call}", summary="The step that made a tool call (1-based across the run)")
+def get_call(request: Request, session: SessionDep, run_id: str, call: Annotated[int, Path(ge=1, le=100_000_000)]) -> Any:
+    """Where criterion evidence such as `tool_call_indexes: [3]` points: the page opens at that step."""
+    row = queries.run_live_stamp(session, run_id=run_id)
+    if row is None:
+        raise missing_run(session, run_id)
+    step, seen = walk.step_of_call(session, run_pk=row["pk"], call=call)
+    if step is None:
+        raise QitaError(f"tool call #{call} is not in run {run_id!r}: its steps record {seen} tool call"
+                        f"{'' if seen == 1 else 's'}", status=404, details={"calls": seen})
+    if wants_json(request):
+        return JSONResponse({"run_id": run_id, "call": call, "step": step})
+    return RedirectResponse(f"/runs/{encode_run_id(run_id)}?from={step}#step-{step}", status_code=303)
 
 
 @router.get("/runs/{run_id:runid}/steps/{step}/field", include_in_schema=False)
@@ -192,7 +256,7 @@ def _field(request: Request, session, run_id: str, *, step: Optional[int], path:
     """
     row = queries.run_live_stamp(session, run_id=run_id)
     if row is None:
-        raise QitaError("no run with this id", status=404)
+        raise missing_run(session, run_id)
     gate = fields.gate_for(session, run_pk=row["pk"], step=step, event=event)
     gate.acquire()
     try:
@@ -217,22 +281,29 @@ def _field(request: Request, session, run_id: str, *, step: Optional[int], path:
 @router.get("/api/runs/{run_id:runid}/live", summary="Whether a run changed since `stamp`, and its new steps")
 def run_live(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
              stamp: Annotated[str, Query(max_length=200)] = "",
-             after: Annotated[Optional[int], Query(ge=-1, le=100_000_000, description="last step the page shows")] = None) -> Any:
+             after: Annotated[Optional[int], Query(ge=-1, le=100_000_000, description="last step the page shows")] = None,
+             only: OnlyDep = None) -> Any:
     """Polled by an open run page: 204 while nothing changed, else the new header and steps."""
     live = queries.run_live_stamp(session, run_id=run_id)
     if live is None:
-        raise QitaError("no run with this id", status=404)
+        raise missing_run(session, run_id)
     if live["stamp"] == stamp:
         return Response(status_code=204)
+    kinds = _kinds(only)
     data = load_run(session, run_id)
     pk = data.pop("_pk")
+    updated = data.pop("_updated_at")
     data["live"] = {"stamp": live["stamp"], "poll_s": settings.live_poll_s}
+    flagged = walk.flagged_steps(session, run_pk=pk, updated_at=updated)
+    data["walk"] = {"only": kinds, **{k: flagged[k] for k in walk.KINDS}}
     steps, total, offset = [], live["steps"], 0
     if after is not None:
-        offset = queries.steps_after(session, run_pk=pk, after=after)
-        steps, total = queries.get_steps(session, run_pk=pk, offset=offset, limit=settings.page_steps)
+        where = {"run_pk": pk, "updated_at": updated, "kinds": kinds}
+        offset = walk.position_of(session, **where, step=after + 1)
+        steps, total = walk.step_block(session, **where, offset=offset, limit=settings.page_steps)
     data["new_steps"] = [s["step"] for s in steps]
-    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": settings.page_steps}
+    context = {"steps": steps, "steps_total": total, "offset": offset, "limit": settings.page_steps, "kinds": kinds,
+               "opened": None}
     return respond(request, "run.html", data, fragment="_run_live.html", context=context)
 
 
@@ -254,7 +325,7 @@ def runs_live(request: Request, session: SessionDep, settings: SettingsDep,
 def export_html(request: Request, session: SessionDep, settings: SettingsDep, run_id: str) -> Any:
     """Opens from disk with no server and no network request."""
     if queries.run_live_stamp(session, run_id=run_id) is None:
-        raise QitaError("no run with this id", status=404)
+        raise missing_run(session, run_id)
     body = export.render_export_html(request.app.state.engine, run_id, templates=request.app.state.templates,
                                      settings=settings, reveal=export.reveal_for(request))
     return StreamingResponse(body, media_type="text/html; charset=utf-8",
@@ -265,7 +336,7 @@ def export_html(request: Request, session: SessionDep, settings: SettingsDep, ru
 def export_jsonl(request: Request, session: SessionDep, run_id: str) -> Any:
     """One record per line: run_start, steps with their events, criteria, early_stop, run_end."""
     if queries.run_live_stamp(session, run_id=run_id) is None:
-        raise QitaError("no run with this id", status=404)
+        raise missing_run(session, run_id)
     return StreamingResponse(export.export_jsonl(request.app.state.engine, run_id, reveal=export.reveal_for(request)),
                              media_type="application/x-ndjson",
                              headers={"Content-Disposition": export.disposition(run_id, "jsonl")})
@@ -278,7 +349,7 @@ def get_step_events(request: Request, session: SessionDep, run_id: str,
     """The phase timeline of one step (loaded when the reader opens it)."""
     row = queries.run_live_stamp(session, run_id=run_id)
     if row is None:
-        raise QitaError("no run with this id", status=404)
+        raise missing_run(session, run_id)
     events = queries.get_step_events(session, run_pk=row["pk"], step=step)
     return respond(request, "events.html", {"data": events, "count": len(events)}, fragment="_events.html",
                    context={"events": events, "run_id": run_id, "step": step})

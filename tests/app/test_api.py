@@ -106,9 +106,10 @@ def test_any_unicode_run_id_round_trips_through_the_api(client, ingest, tmp_path
 
 def test_unknown_run_is_404_in_json_and_html(client):
     r = client.get("/api/runs/nope")
-    assert (r.status_code, r.json()) == (404, {"error": "no run with this id", "status": 404})
+    assert (r.status_code, r.json()) == (404, {"error": "no run with id 'nope'", "status": 404, "asked": {"run_id": "nope"},
+                                              "nearest_run_ids": [], "experiments": []})
     r = client.get("/runs/nope")
-    assert r.status_code == 404 and "no run with this id" in r.text
+    assert r.status_code == 404 and "no run with id &#39;nope&#39;" in r.text
 
 
 def test_openapi_documents_the_api(client):

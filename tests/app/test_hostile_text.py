@@ -52,7 +52,7 @@ def test_hostile_text_cannot_freeze_the_board(ingest, tmp_path, settings):
     timings = []
     try:
         with httpx.Client(base_url=live_server.url, timeout=120) as c:
-            urls = ["/", "/api/runs", "/?q=password"]
+            urls = ["/", "/api/runs", "/runs?q=password"]
             for i in range(len(picked)):
                 urls += [f"/runs/hostile-{i}", f"/api/runs/hostile-{i}/steps", f"/runs/hostile-{i}/steps",
                          f"/api/runs/hostile-{i}/field?path=/run/meta/note"]

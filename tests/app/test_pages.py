@@ -55,25 +55,32 @@ def test_list_stats_worked_by_hand(crafted, client):
     assert s["median_elapsed_s"] == 20     # 5 10 [20] 30 50
     assert {r["stop_reason"]: r["count"] for r in s["stop_reasons"]} == {
         "budget_steps": 2, "final": 1, "weird_reason": 1, "early_stop": 1}
-    assert s["top_failures"][0] == {"reason": "ran out of steps", "count": 2}
+    # b and c fail on their criterion c; "ran out of steps" is how they ended, not why they failed
+    assert s["top_failures"] == [{"reason": "criterion c failed", "criterion": "c", "stop_reason": None, "count": 2}]
+    assert s["failing"] == 2
     filtered = client.get("/api/runs?variant=smoke").json()["stats"]
     assert (filtered["runs"], filtered["passed"], filtered["graded"]) == (4, 2, 3)
 
 
 def test_list_page_keeps_the_view_in_its_links_and_htmx_gets_only_the_table(crafted, client):
-    html = client.get("/?verdict=fail&sort=steps&limit=1").text
+    html = client.get("/runs?verdict=fail&sort=steps&limit=1").text
     assert '<option value="fail" selected>' in html
     assert "offset=1" in html and "verdict=fail" in html and "sort=steps" in html   # next-page link keeps filters
-    frag = client.get("/?verdict=fail", headers={"HX-Request": "true"}).text
-    assert "<html" not in frag and 'class="runs"' in frag and 'id="filters"' not in frag
+    frag = client.get("/runs?verdict=fail", headers={"HX-Request": "true"}).text
+    assert "<html" not in frag and 'class="runs ' in frag and 'id="filters"' not in frag
     assert frag.count('class="run-id"') == 2
 
 
 def test_list_renders_stats_header(crafted, client):
-    html = client.get("/").text
-    stats = html[html.index('class="stats"'):html.index('class="runs"')]
-    assert "50%" in stats and "2 of 4 graded" in stats
-    assert "ran out of steps" in stats
+    html = client.get("/runs").text
+    stats = html[html.index('class="stats"'):html.index('class="runs ')]
+    # two variants: one pass rate each, never the mixed 50% (smoke: a, early-1 pass, c fails; e2e: b fails)
+    assert "50%" not in stats and "pass rate per variant" in stats
+    assert re.search(r"exp / <b>smoke</b></a> <span class=\"rate\">67%</span> <span class=\"count\">2 of 3</span>", stats)
+    assert re.search(r"exp / <b>e2e</b></a> <span class=\"rate\">0%</span> <span class=\"count\">0 of 1</span>", stats)
+    one = client.get("/runs?variant=smoke").text
+    assert "67%" in one and "2 of 3 graded" in one and "pass rate per variant" not in one
+    assert "criterion c failed" in stats and "ran out of steps" not in stats
     assert "unknown" in stats   # the unknown stop reason is marked
 
 

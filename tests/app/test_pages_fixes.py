@@ -210,7 +210,7 @@ def test_early_stop_reason_without_record_says_so(tmp_path, ingest, client):
     head = head[head.index('class="run-head"'):head.index("</section>", head.index('class="run-head"'))]
     assert "stop-early_stop" in head and note in head
     assert note not in client.get("/runs/es-record").text
-    listing = client.get("/").text
+    listing = client.get("/runs").text
     rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr>\s*<td class="run-id"><a [^>]*>([^<]+)</a>.*?</tr>', listing, re.S)}
     assert note in rows["es-norecord"] and note not in rows["es-record"]
     assert re.search(r'<select name="early_stopped"[^>]*title="[^"]*has an early-stop record', listing)
@@ -249,7 +249,7 @@ def test_times_say_utc_and_durations_keep_two_decimals_below_10_s():
 
 def test_pages_show_utc_with_full_iso_title(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "t.jsonl", run_records("t", second=4))).ok
-    for html in (client.get("/").text, client.get("/runs/t").text):
+    for html in (client.get("/").text, client.get("/runs").text, client.get("/runs/t").text):
         assert '<time datetime="2026-03-01T10:00:04+00:00" title="2026-03-01T10:00:04+00:00">2026-03-01 10:00:04 UTC</time>' in html
 
 

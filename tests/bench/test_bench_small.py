@@ -76,7 +76,7 @@ def test_server_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
                        "--memory-rounds", "2", "--db", str(tmp_path / "s.db")])
     assert res["build"]["runs"] == 200
     r = res["results"]
-    for key in ("list_first", "list_filtered", "list_search", "list_search_common", "list_deep", "list_api_search",
+    for key in ("overview", "list_first", "list_filtered", "list_search", "list_search_common", "list_deep", "list_api_search",
                 "run_first", "run_block", "compare"):
         assert r[key]["n"] >= 2 and r[key]["bytes"] > 0 and r[key]["p95_ms"] >= r[key]["p50_ms"] > 0
     assert r["memory"]["n"] == 20 and not r["memory"]["errors"] and r["memory"]["before"] > 0
@@ -84,7 +84,7 @@ def test_server_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
     # the 0.2 MB upload is accepted and its job finishes
     assert r["upload"]["status"] in (200, 201, 202) and r["upload"].get("job_state", "done") == "done"
     out = capsys.readouterr().out
-    assert "list page, 200 runs, first page p50" in out and "run page, one lazily loaded block p50" in out
+    assert "experiments overview, 200 runs p50" in out and "list page, 200 runs, first page p50" in out and "run page, one lazily loaded block p50" in out
     assert "compare page, 10 pairs p50" in out and "upload: ingested" in out and "RSS after each round" in out
 
 

@@ -197,12 +197,13 @@ def visitor(browser, tmp_path):
 
 def test_hostile_trace_runs_no_script_on_list_run_views_and_steps(hostile, live_server, visitor, tmp_path):
     base = live_server.url
-    visitor.visit(base + "/", "list")
+    visitor.visit(base + "/", "experiments")
+    visitor.visit(base + "/runs", "list")
     listed = visitor.page.locator("body").inner_text()
     assert "<script>window.__xss(1)</script>" in listed  # shown as text, not run
     assert "{{7*7}}" in listed and "${7*7}" in listed
     for p in hostile:
-        visitor.visit(f"{base}/?q={quote(p[:60])}", f"search {p!r}")
+        visitor.visit(f"{base}/runs?q={quote(p[:60])}", f"search {p!r}")
     for p in hostile:
         visitor.visit(run_url(base, p), f"run {p!r}", expand=True)
         text = visitor.page.locator("body").inner_text()
@@ -210,10 +211,11 @@ def test_hostile_trace_runs_no_script_on_list_run_views_and_steps(hostile, live_
         visitor.visit(run_url(base, p, "/steps"), f"steps {p!r}", expand=True)
         visitor.visit(run_url(base, p, "?format=json"), f"json {p!r}")
         visitor.visit(f"{base}/api/runs/{encode_run_id(p)}/steps", f"api steps {p!r}")
+        visitor.visit(run_url(base, p, "/delete"), f"delete confirmation {p!r}")
     # filters echo their values back in forms and error messages
     p = hostile[1]
-    visitor.visit(f"{base}/?experiment={quote(p + '#exp')}&tag={quote(p + '#tag')}&model={quote(p)}", "filters")
-    visitor.visit(f"{base}/?early_stopped={quote(p)}", "bad filter value (error page)")
+    visitor.visit(f"{base}/runs?experiment={quote(p + '#exp')}&tag={quote(p + '#tag')}&model={quote(p)}", "filters")
+    visitor.visit(f"{base}/runs?early_stopped={quote(p)}", "bad filter value (error page)")
     visitor.visit(f"{base}/runs/{quote(hostile[0] + 'nope', safe='')}", "missing run (error page)")
     assert visitor.dialogs == []
     assert visitor.problems == []
@@ -222,7 +224,8 @@ def test_hostile_trace_runs_no_script_on_list_run_views_and_steps(hostile, live_
 def test_hostile_trace_with_csp_on_records_no_violation(hostile, live_server, browser, tmp_path):
     v = Visitor(browser, tmp_path, bypass_csp=False)
     try:
-        v.visit(live_server.url + "/", "list (CSP on)")
+        v.visit(live_server.url + "/", "experiments (CSP on)")
+        v.visit(live_server.url + "/runs", "list (CSP on)")
         for p in hostile:
             v.visit(run_url(live_server.url, p), f"run {p!r} (CSP on)", expand=True)
         assert v.dialogs == []

@@ -26,7 +26,7 @@ def until(page, expression: str, timeout_s: float = 20.0) -> None:
 
 def test_list_filters_live_in_the_url_and_swap_only_the_table(live_server, page, ingest, tmp_path):
     assert ingest(write_set(tmp_path / "t")).ok
-    page.goto(live_server.url + "/")
+    page.goto(live_server.url + "/runs")
     assert page.locator("table.runs tbody tr").count() == 5
     page.evaluate("document.getElementById('filters').dataset.kept = 'yes'")   # gone if the page reloads
     page.select_option("select[name=verdict]", "fail")
@@ -69,8 +69,12 @@ def test_run_view_badges_panel_lane_keys_and_expanders(live_server, page, ingest
     until(page, "document.querySelector('#step-1').classList.contains('current')")
     page.keyboard.press("j")
     until(page, "document.querySelector('#step-2').classList.contains('current')")
-    # expander: the rest of a long value comes from the server on demand
+    # walking folds a step again once left; open step 1 in place (its one-line summary)
     step1 = page.locator("#step-1")
+    assert step1.locator("details.step-fold").get_attribute("open") is None
+    step1.locator("summary .muted").first.click()
+    assert step1.locator("details.step-fold").get_attribute("open") is not None
+    # expander: the rest of a long value comes from the server on demand
     assert "TAIL-OF-OBSERVATION" not in step1.inner_text()
     step1.locator(".field:has(.label:text('observation')) button.more").click()
     until(page, "document.querySelector('#step-1').innerText.includes('TAIL-OF-OBSERVATION')")
@@ -112,7 +116,7 @@ def test_run_written_while_open_updates_live_then_stops(browser, tmp_path):
         w = TraceWriter(folder / "run.jsonl", "live-1")
         w.write("run_start", task_id="t", budget={"max_steps": 5})
         w.write("step", step=0, observation="first", critic_outputs=[{"critic": "c", "action": "continue", "score": 0.5}])
-        page.goto(server.url + "/")
+        page.goto(server.url + "/runs")
         until(page, "document.body.innerText.includes('live-1')")
         page.goto(server.url + "/runs/live-1")
         assert page.locator("#live.live-on").count() == 1
@@ -144,7 +148,7 @@ def test_silent_run_turns_abandoned(browser, tmp_path):
     server = LiveServer(settings).start()
     page = browser.new_page()
     try:
-        page.goto(server.url + "/")
+        page.goto(server.url + "/runs")
         until(page, "document.body.innerText.includes('quiet')")
         page.goto(server.url + "/runs/quiet")
         page.wait_for_selector(".run-head .state-abandoned", timeout=20000)
@@ -176,7 +180,7 @@ def test_export_html_opens_offline_with_no_request(live_server, page, ingest, tm
 @pytest.mark.parametrize("run_id", ["a/b/../c", "50% #1 ?x=y", "..", "ünï/cödé ✓"])
 def test_runs_with_unusual_ids_open(live_server, page, ingest, tmp_path, run_id):
     assert ingest(write_jsonl(tmp_path / "u.jsonl", run_records(run_id, steps=30))).ok
-    page.goto(live_server.url + "/")
+    page.goto(live_server.url + "/runs")
     page.get_by_role("link", name=run_id, exact=True).click()
     page.wait_for_selector("article.step")
     assert page.locator("h1.run-title").inner_text().endswith(run_id)

@@ -15,7 +15,7 @@ def test_list_and_run_view_render_in_chromium(live_server, page, ingest, tmp_pat
         {"type": "run_end", "run_id": "r/1", "status": "completed", "stop_reason": "final"},
     ])
     assert ingest(tmp_path / "t.jsonl").ok
-    page.goto(live_server.url + "/")
+    page.goto(live_server.url + "/runs")
     link = page.get_by_role("link", name="r/1")
     assert link.is_visible()
     link.click()

@@ -1,0 +1,164 @@
+"""Why a failing run failed: its criteria as the verdict weighed them, and the reasons
+the runs list and the experiments overview count.
+
+- A run is failing when its verdict is `fail` or `error`; only failing runs have reasons.
+- A criterion gates the verdict as app.derive says: for a run gated on its armed criteria
+  (it stopped early) only the armed ones; otherwise every gating criterion the run
+  declared. A failing run's reasons are its gating criteria that failed
+  ("criterion X failed"); a failing run with none (its verdict was recorded by the run,
+  or it errored) is counted under how it ended: its stop detail, else its stop reason.
+- A stop detail such as "final_result is set" says how a run ended, not why it failed:
+  it is only a reason when no criterion explains the failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from .derive import criterion_passed, is_armed
+from .models import CRITERIA, EARLY, RUNS
+
+#: Verdicts of runs that count as failing (an errored run fails, as coder_eval counts it).
+FAILING = ("fail", "error")
+
+
+def _raw_score(stored: Any, result: Any) -> Any:
+    """The score as the criterion record wrote it, when none was stored (e.g. out of range
+    or not a number): the page shows it as written rather than as absent."""
+    if stored is not None or not isinstance(result, dict):
+        return None
+    return result.get("score")
+
+
+#: The criterion fields the weighing reads, in the order weigh() takes them.
+WEIGH_FIELDS = ("criterion_id", "stop_when", "gating", "pass_threshold", "has_result", "score", "passed", "has_spec")
+
+
+def weigh(rows: list[tuple], *, early_stop_enabled: bool, early_stopped: bool,
+          armed_ids: Optional[list[str]] = None) -> list[tuple[bool, bool, bool, Optional[bool]]]:
+    """How each of a run's criteria (tuples of WEIGH_FIELDS) weighs on its verdict, as
+    app.derive decides it: (armed, advisory, informational, effective pass or None)."""
+    ids = set(armed_ids or [])
+    spec_armed = [is_armed(early_stop_enabled, r[1]) for r in rows]
+    any_spec_armed = any(spec_armed)
+    declared = any(r[7] for r in rows)
+    armed = [a or (early_stop_enabled and not any_spec_armed and r[0] in ids) for a, r in zip(spec_armed, rows)]
+    any_armed = any(armed)
+    out = []
+    for r, arm in zip(rows, armed):
+        # A result for an id the run never declared is shown but does not gate (app.derive).
+        gating = bool(r[2]) and (r[7] or not declared)
+        out.append((arm,
+                    # Advisory only when the verdict really is gated on armed criteria (app.derive).
+                    early_stopped and any_armed and not arm and gating,
+                    not gating,
+                    criterion_passed(r[5], r[6], r[3], by_score=early_stopped and arm) if r[4] else None))
+    return out
+
+
+def classify_criteria(rows: list[dict[str, Any]], *, early_stop_enabled: bool, early_stopped: bool,
+                      armed_ids: Optional[list[str]] = None) -> list[dict[str, Any]]:
+    """A run's criterion rows with armed / advisory / informational flags and effective pass."""
+    weights = weigh([tuple(r[f] for f in WEIGH_FIELDS) for r in rows], early_stop_enabled=early_stop_enabled,
+                    early_stopped=early_stopped, armed_ids=armed_ids)
+    out = []
+    for r, (armed, advisory, informational, passed) in zip(rows, weights):
+        out.append({
+            "id": r["criterion_id"],
+            "type": r.get("type"),
+            "description": r.get("description"),
+            "stop_when": r["stop_when"],
+            "gating": r["gating"],
+            "pass_threshold": r["pass_threshold"],
+            "armed": armed,
+            "advisory": advisory,
+            "informational": informational,
+            "graded": r["has_result"],
+            "score": r["score"],
+            "passed": passed,
+            "passed_recorded": r["passed"],
+            "live_verdict": r.get("live_verdict"),
+            "decided_at_step": r.get("decided_at_step"),
+            "details": r.get("details"),
+            "score_raw": _raw_score(r["score"], r.get("result")),
+            "declared": r["has_spec"],
+        })
+    return out
+
+
+def fails(*, passed: Optional[bool], advisory: bool, informational: bool) -> bool:
+    """A criterion that failed and weighed on the verdict (not informational, not advisory)."""
+    return passed is False and not informational and not advisory
+
+
+def failing_criteria(criteria: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The criteria (as classify_criteria gives them) that failed and weighed on the verdict."""
+    return [c for c in criteria if fails(passed=c["passed"], advisory=c["advisory"], informational=c["informational"])]
+
+
+def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
+                stop_detail: Optional[str]) -> list[dict[str, Any]]:
+    """A failing run's reasons: each failing criterion, else how the run ended."""
+    failed = failing_criteria(criteria)
+    if failed:
+        return [{"reason": f"criterion {c['id']} failed", "criterion": c["id"], "stop_reason": None} for c in failed]
+    if stop_detail:
+        return [{"reason": stop_detail, "criterion": None, "stop_reason": stop_reason}]
+    from .present import stop_reason_info
+
+    # No criterion, detail or stop reason: counted under no reason (listed last).
+    text = stop_reason_info(stop_reason)["label"] if stop_reason else None
+    return [{"reason": text, "criterion": None, "stop_reason": stop_reason}]
+
+
+def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: Optional[str]) -> list[dict[str, Any]]:
+    if failed_ids:
+        return [{"reason": f"criterion {c} failed", "criterion": c, "stop_reason": None} for c in failed_ids]
+    return run_reasons([], stop_reason=stop_reason, stop_detail=stop_detail)
+
+
+def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str, Any]]:
+    """Every failing run among those matching `conds`, with its experiment, variant and reasons.
+
+    Two queries whatever the number of runs (runs with their criteria, early-stop records).
+    """
+    where = [*conds, RUNS.c.verdict.in_(FAILING)]
+    runs: dict[int, list[Any]] = {}
+    stmt = (select(RUNS.c.id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.early_stop_enabled, RUNS.c.early_stopped,
+                   RUNS.c.stop_reason, RUNS.c.stop_detail, *[CRITERIA.c[f] for f in WEIGH_FIELDS])
+            .select_from(RUNS.outerjoin(CRITERIA, CRITERIA.c.run_pk == RUNS.c.id)).where(*where)
+            .order_by(RUNS.c.id, CRITERIA.c.position, CRITERIA.c.id))
+    for row in session.execute(stmt):
+        entry = runs.get(row[0])
+        if entry is None:
+            entry = runs[row[0]] = [row[1:7], []]
+        if row[7] is not None:
+            entry[1].append(row[7:])
+    if not runs:
+        return []
+    armed: dict[int, Any] = {}
+    if any(head[3] for head, _c in runs.values()):
+        armed = {pk: a for pk, a in session.execute(
+            select(EARLY.c.run_pk, EARLY.c.armed_criteria).where(EARLY.c.run_pk.in_(select(RUNS.c.id).where(*where))))}
+    out = []
+    for pk, ((experiment, variant, enabled, stopped, stop_reason, stop_detail), rows) in runs.items():
+        ids = armed.get(pk)
+        weights = weigh(rows, early_stop_enabled=bool(enabled), early_stopped=bool(stopped),
+                        armed_ids=ids if isinstance(ids, list) else None)
+        failed = [r[0] for r, (_a, advisory, informational, passed) in zip(rows, weights)
+                  if fails(passed=passed, advisory=advisory, informational=informational)]
+        out.append({"experiment": experiment, "variant": variant, "reasons": _reasons_of(failed, stop_reason, stop_detail)})
+    return out
+
+
+def top_reasons(failing: list[dict[str, Any]], *, limit: int = 5) -> list[dict[str, Any]]:
+    """The most frequent reasons among failing runs: how many runs each, most first, ties by text."""
+    counts: dict[Optional[str], dict[str, Any]] = {}
+    for run in failing:
+        for r in {r["reason"]: r for r in run["reasons"]}.values():  # a run counts once per reason
+            entry = counts.setdefault(r["reason"], {**r, "count": 0})
+            entry["count"] += 1
+    return sorted(counts.values(), key=lambda e: (-e["count"], e["reason"] is None, e["reason"] or ""))[:limit]

@@ -1,0 +1,70 @@
+"""The experiments overview's figures, as pure functions (the queries are in app.overview_queries).
+
+- Every figure belongs to one variant of one experiment; nothing is added up across
+  variants (a smoke run and an e2e run of the same task are different measurements).
+- A run counts as pass, fail or error by its verdict; runs not graded and runs with no
+  verdict yet (running, abandoned) are counted apart and are not in the pass rate.
+- Pass rate = pass / (pass + fail + error), as coder_eval counts it, with a 95% Wilson
+  score interval (z = 1.96): wide when few runs decide it, never outside [0, 1].
+- Median cost is the median of the runs that recorded a cost (an even count averages
+  the middle two); runs without one are left out and counted in `cost_missing`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+#: The normal quantile of a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+
+def pass_rate(passed: int, failed: int, errored: int = 0) -> Optional[float]:
+    """pass / (pass + fail + error), or None when no run has one of those verdicts."""
+    n = passed + failed + errored
+    return passed / n if n else None
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> Optional[tuple[float, float]]:
+    """The Wilson score interval of successes/n, or None when n is 0."""
+    if n <= 0:
+        return None
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def median(values: list[float]) -> Optional[float]:
+    """The median of `values` (sorted or not), None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def variant_figures(counts: dict[str, Any], costs: list[float]) -> dict[str, Any]:
+    """One variant's row: counts by verdict, pass rate with its interval, median cost."""
+    passed, failed, errored = counts["passed"], counts["failed"], counts["errored"]
+    decided = passed + failed + errored
+    interval = wilson(passed, decided)
+    return {
+        **counts,
+        "decided": decided,
+        "pass_rate": pass_rate(passed, failed, errored),
+        "interval": list(interval) if interval else None,
+        "median_cost_usd": median(costs),
+        "cost_runs": len(costs),
+        "cost_missing": counts["runs"] - len(costs),
+    }
+
+
+def sort_experiments(experiments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Latest activity first; experiments with no time last; ties by name, runs without an experiment last."""
+    def key(e: dict[str, Any]) -> tuple:
+        latest = e.get("latest")
+        return (e["experiment"] is None, latest is None, -(latest.timestamp()) if latest is not None else 0,
+                e["experiment"] or "")
+    return sorted(experiments, key=key)

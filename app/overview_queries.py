@@ -1,0 +1,90 @@
+"""Read queries of the experiments overview (keyword-only, like app.queries).
+
+A handful of grouped queries over the runs table whatever the number of runs, plus
+two per comparison headline (one per variant, as the compare page does); the whole
+overview is cached until the data changes (app.queries.store_cached).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+from urllib.parse import urlencode
+
+from sqlalchemy import case, func, select
+from sqlmodel import Session
+
+from . import compare, compare_queries, failures, overview, queries
+from .models import RUNS
+
+#: Experiments (the most recently active) whose default comparison gets its headline computed.
+HEADLINES = 25
+#: Failure reasons listed per variant.
+REASONS = 3
+
+
+def _count(cond: Any) -> Any:
+    return func.sum(case((cond, 1), else_=0))
+
+
+def experiments_overview(session: Session) -> dict[str, Any]:
+    """Every experiment with its variants' figures and its default comparison's headline."""
+    return queries.store_cached(session, key=("overview",), compute=lambda: _overview(session))
+
+
+def _overview(session: Session) -> dict[str, Any]:
+    activity = func.max(func.coalesce(RUNS.c.ended_at, RUNS.c.started_at))
+    rows = session.execute(
+        select(RUNS.c.experiment, RUNS.c.variant, func.count(),
+               _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "fail"), _count(RUNS.c.verdict == "error"),
+               _count(RUNS.c.verdict == "not_graded"), _count(RUNS.c.verdict.is_(None)),
+               _count(RUNS.c.state == "running"), _count(RUNS.c.early_stopped.is_(True)), activity)
+        .group_by(RUNS.c.experiment, RUNS.c.variant)).all()
+    costs: dict[tuple, list[float]] = {}
+    for e, v, c in session.execute(select(RUNS.c.experiment, RUNS.c.variant, RUNS.c.cost_usd)
+                                   .where(RUNS.c.cost_usd.is_not(None))):
+        costs.setdefault((e, v), []).append(float(c))
+    failing: dict[tuple, list[dict[str, Any]]] = {}
+    for run in failures.failing_run_reasons(session, conds=[]):
+        failing.setdefault((run["experiment"], run["variant"]), []).append(run)
+
+    experiments: dict[Optional[str], dict[str, Any]] = {}
+    for e, v, n, passed, failed, errored, not_graded, pending, running, early, latest in rows:
+        counts = {"variant": v, "runs": int(n), "passed": int(passed or 0), "failed": int(failed or 0),
+                  "errored": int(errored or 0), "not_graded": int(not_graded or 0), "no_verdict": int(pending or 0),
+                  "running": int(running or 0), "early_stopped": int(early or 0), "latest": latest}
+        figures = overview.variant_figures(counts, costs.get((e, v), []))
+        figures["failing"] = len(failing.get((e, v), []))
+        figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)
+        figures["runs_url"] = "/runs?" + urlencode({k: val for k, val in (("experiment", e), ("variant", v)) if val is not None})
+        exp = experiments.setdefault(e, {"experiment": e, "runs": 0, "running": 0, "latest": None, "variants": []})
+        exp["variants"].append(figures)
+        exp["runs"] += figures["runs"]
+        exp["running"] += figures["running"]
+        if latest is not None and (exp["latest"] is None or latest > exp["latest"]):
+            exp["latest"] = latest
+    ordered = overview.sort_experiments(list(experiments.values()))
+    for i, exp in enumerate(ordered):
+        exp["variants"].sort(key=lambda f: (f["variant"] is None, f["variant"] or ""))
+        names = [f["variant"] for f in exp["variants"] if f["variant"] is not None]
+        exp["variant_names"] = names
+        exp["runs_url"] = "/runs?" + urlencode({"experiment": exp["experiment"]}) if exp["experiment"] is not None else "/runs"
+        exp["compare"] = None
+        if exp["experiment"] is not None and len(names) >= 2:
+            exp["compare"] = _default_comparison(session, exp["experiment"], names, headline=i < HEADLINES)
+    return {"experiments": ordered, "runs": sum(e["runs"] for e in ordered)}
+
+
+def _default_comparison(session: Session, experiment: str, names: list[str], *, headline: bool) -> dict[str, Any]:
+    pick = compare.choose_default({experiment: names})
+    assert pick is not None  # two variants or more
+    _e, a, b = pick
+    out: dict[str, Any] = {"a": a, "b": b, "url": "/compare?" + urlencode({"experiment": experiment, "a": a, "b": b}),
+                           "headline": None, "paired": None}
+    if headline:
+        ga, gb = compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
+        result = compare.compare_rows(compare_queries.group_runs(session, group=ga),
+                                      compare_queries.group_runs(session, group=gb))
+        out["headline"] = compare.headline(result["summary"], ga.label, gb.label)
+        out["paired"] = result["summary"]["paired"]
+        out["agreement"] = result["summary"]["verdict_agreement"]
+    return out

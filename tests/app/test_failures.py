@@ -1,0 +1,99 @@
+"""Why a failing run failed: the criteria that weighed on its verdict, in the run header,
+the failure report and the runs list's reasons; and a header that does not contradict itself."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.failures import top_reasons
+from tests.app.pages_traces import early_run, run_records
+from tests.conftest import write_jsonl
+
+pytestmark = pytest.mark.both_backends
+
+
+def failed_run(run_id: str = "f1") -> list[dict]:
+    """Ends with a final answer, yet fails `says_fixed`; `lint` fails too but is informational."""
+    recs = run_records(run_id, steps=3, stop_reason="final", stop_detail="final_result is set",
+                       criteria=[{"id": "ran_tests", "type": "command_executed"},
+                                 {"id": "says_fixed", "type": "final_answer_contains", "pass_threshold": 0.9},
+                                 {"id": "lint", "gating": False}],
+                       results=[{"id": "ran_tests", "score": 1.0, "passed": True, "decided_at_step": 1,
+                                 "details": {"tool_call_indexes": [2], "count": 1}},
+                                {"id": "says_fixed", "score": 0.0, "passed": False, "details": {"step": 2}},
+                                {"id": "lint", "score": 0.0, "passed": False}])
+    recs[-1]["failure_report"] = {}
+    return recs
+
+
+def _head(html: str) -> str:
+    start = html.index('class="run-head"')
+    return html[start:html.index("</section>", start)]
+
+
+def test_header_gives_the_verdict_colour_and_the_stop_reason_none(tmp_path, ingest, client):
+    assert ingest(write_jsonl(tmp_path / "f.jsonl", failed_run())).ok
+    head = _head(client.get("/runs/f1").text)
+    badges = head[head.index('class="badges"'):head.index("</div>", head.index('class="badges"'))]
+    # the verdict comes first; the stop reason is introduced as what ended the run
+    assert badges.index("verdict-fail") < badges.index("ended by") < badges.index("stop-final")
+    assert "✓" not in badges                                   # no green tick beside a failed verdict
+    css = client.get("/static/app.css").text
+    assert re.search(r"\.badge\.stop,[^{]*\{background:var\(--neutral-bg\);color:var\(--fg\)", css)
+    assert ".stop-final::before{content:none}" in css
+
+
+def test_failing_criteria_are_named_when_the_run_recorded_no_failures(tmp_path, ingest, client):
+    assert ingest(write_jsonl(tmp_path / "f.jsonl", failed_run())).ok
+    body = client.get("/api/runs/f1").json()
+    assert [c["id"] for c in body["failing_criteria"]] == ["says_fixed"]   # lint is informational
+    html = client.get("/runs/f1").text
+    failed_on = html[html.index('id="failed-on"'):html.index("</div>", html.index('id="failed-on"'))]
+    assert "says_fixed" in failed_on and "score 0.00 &lt; 0.90" in failed_on and "lint" not in failed_on
+    report = html[html.index('class="failure-report"'):]
+    report = report[:report.index("</div>")]
+    assert "the run recorded no failures here; the criteria it failed:" in report
+    assert re.search(r'class="failures-list derived-failures"><li><b>says_fixed</b>', report)
+
+
+def test_criterion_evidence_links_to_its_steps_and_tool_calls(tmp_path, ingest, client):
+    assert ingest(write_jsonl(tmp_path / "f.jsonl", failed_run())).ok
+    html = client.get("/runs/f1").text
+    row = html[html.index("<b>ran_tests</b>"):html.index("</tr>", html.index("<b>ran_tests</b>"))]
+    assert '<a class="evidence step-ref" href="/runs/f1?from=1#step-1" data-step="1">decided at step 1</a>' in row
+    assert '<a class="evidence call-ref" href="/runs/f1/calls/2">tool call #2</a>' in row
+    row = html[html.index("<b>says_fixed</b>"):html.index("</tr>", html.index("<b>says_fixed</b>"))]
+    assert 'href="/runs/f1?from=2#step-2" data-step="2">step 2</a>' in row
+    # run_records gives each step one action: call 2 is step 1's
+    assert client.get("/api/runs/f1/calls/2").json()["step"] == 1
+
+
+def test_a_passing_run_lists_no_failing_criteria_and_an_advisory_one_is_not_blamed(tmp_path, ingest, client):
+    # early-1 passes on its armed criterion; e2e failed but was advisory
+    assert ingest(write_jsonl(tmp_path / "e.jsonl", early_run())).ok
+    body = client.get("/api/runs/early-1").json()
+    assert body["run"]["verdict"] == "pass" and body["failing_criteria"] == []
+    assert 'id="failed-on"' not in client.get("/runs/early-1").text
+    html = client.get("/runs/early-1").text
+    assert '<a class="evidence step-ref" href="/runs/early-1?from=2#step-2" data-step="2">step 2</a>' in html
+    assert '<a class="evidence call-ref" href="/runs/early-1/calls/1">tool call #1</a>' in html
+
+
+def test_list_reasons_count_failing_runs_only(tmp_path, ingest, client):
+    recs = failed_run("f1") + failed_run("f2")
+    # a passing run whose stop detail would have topped the old list
+    recs += run_records("p1", stop_reason="final", stop_detail="final_result is set",
+                        criteria=[{"id": "c"}], results=[{"id": "c", "score": 1.0, "passed": True}])
+    assert ingest(write_jsonl(tmp_path / "l.jsonl", recs)).ok
+    stats = client.get("/api/runs").json()["stats"]
+    assert stats["failing"] == 2
+    assert [(f["reason"], f["count"]) for f in stats["top_failures"]] == [("criterion says_fixed failed", 2)]
+
+
+def test_top_reasons_count_a_run_once_per_reason_most_first_then_by_text():
+    runs = [{"reasons": [{"reason": "b"}, {"reason": "b"}, {"reason": "a"}]}, {"reasons": [{"reason": "a"}]},
+            {"reasons": [{"reason": None}]}, {"reasons": [{"reason": "c"}]}]
+    assert [(r["reason"], r["count"]) for r in top_reasons(runs, limit=3)] == [("a", 2), ("b", 1), ("c", 1)]
+    assert top_reasons(runs)[-1] == {"reason": None, "count": 1}

@@ -1,0 +1,92 @@
+"""Errors that help: a missing run names the nearest ids and the experiments; compare groups
+that do not exist name the valid ones; step ranges past the end say so. HTML and JSON alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.app.pages_traces import run_records
+from tests.conftest import write_jsonl
+
+pytestmark = pytest.mark.both_backends
+
+
+@pytest.fixture
+def runs(tmp_path, ingest):
+    recs = []
+    for rid, exp, variant in [("smoke/task-07/0", "ab", "smoke"), ("smoke/task-07/1", "ab", "smoke"),
+                              ("e2e/task-07/0", "ab", "e2e"), ("smoke/task-08/0", "ab", "smoke"),
+                              ("other-run", "solo", "only")]:
+        recs += run_records(rid, experiment=exp, variant=variant, steps=3)
+    assert ingest(write_jsonl(tmp_path / "r.jsonl", recs)).ok
+
+
+def test_missing_run_names_the_id_the_nearest_ids_and_the_experiments(runs, client):
+    r = client.get("/api/runs/smoke%2Ftask-07%2F2")
+    body = r.json()
+    assert r.status_code == 404 and body["asked"] == {"run_id": "smoke/task-07/2"}
+    assert body["error"].startswith("no run with id 'smoke/task-07/2'")
+    # the longest shared prefix first: smoke/task-07/ then smoke/task-0
+    assert body["nearest_run_ids"][:3] == ["smoke/task-07/0", "smoke/task-07/1", "smoke/task-08/0"]
+    assert body["experiments"] == ["ab", "solo"]
+    # a task id where a run id belongs finds the runs of that task
+    assert client.get("/api/runs/task-other-run").json()["nearest_run_ids"][0] == "other-run"
+    # the page says the same, with links
+    html = client.get("/runs/smoke%2Ftask-07%2F2").text
+    assert "no run with id &#39;smoke/task-07/2&#39;" in html
+    assert 'id="nearest-runs"' in html and 'href="/runs/smoke%2Ftask-07%2F0"' in html
+    assert 'href="/runs?experiment=solo"' in html
+    # every route that takes a run id answers the same way
+    for url in ("/api/runs/nope/steps", "/api/runs/nope/live", "/api/runs/nope/delete", "/api/pair?a=nope",
+                "/api/runs/nope/calls/1"):
+        r = client.get(url)
+        assert r.status_code == 404 and r.json()["asked"] == {"run_id": "nope"}, url
+
+
+def test_nothing_close_says_so(runs, client):
+    body = client.get("/api/runs/zzzzzzzzzzzzzzzzzzzz").json()
+    assert body["nearest_run_ids"] == [] and body["experiments"] == ["ab", "solo"]
+    assert "No run id is close to it" in client.get("/runs/zzzzzzzzzzzzzzzzzzzz").text
+
+
+def test_compare_with_a_variant_that_does_not_exist_names_the_variants(runs, client):
+    r = client.get("/api/compare?experiment=ab&a=smoke&b=nosuch")
+    assert r.status_code == 404
+    body = r.json()
+    assert body["error"] == "experiment 'ab' has no variant 'nosuch'; its variants: e2e, smoke"
+    assert body["valid"] == ["e2e", "smoke"] and body["variants"] == {"ab": ["e2e", "smoke"]}
+    html = client.get("/compare?experiment=ab&a=smoke&b=nosuch")
+    assert html.status_code == 404 and 'id="valid-variants"' in html.text
+    assert 'href="/compare?experiment=ab&amp;a=e2e&amp;b=smoke"' in html.text
+
+
+def test_compare_with_an_experiment_or_tag_that_does_not_exist_names_the_valid_ones(runs, client):
+    r = client.get("/api/compare?experiment=nosuch&a=smoke&b=e2e")
+    assert r.status_code == 404 and r.json()["valid"] == ["ab", "solo"]
+    r = client.get("/api/compare?a_experiment=ab&b_experiment=missing")
+    assert r.status_code == 404 and "no experiment 'missing'" in r.json()["error"] and r.json()["valid"] == ["ab", "solo"]
+    r = client.get("/api/compare?a_tag=x&b_tag=y")
+    assert r.status_code == 404 and r.json()["error"].startswith("no run has tag 'x', 'y'")
+
+
+def test_compare_of_a_group_with_itself_is_a_400(runs, client):
+    r = client.get("/api/compare?experiment=ab&a=smoke&b=smoke")
+    assert r.status_code == 400 and "choose two different variants" in r.json()["error"]
+    r = client.get("/api/compare?a_experiment=ab&b_experiment=ab")
+    assert r.status_code == 400
+
+
+def test_a_step_past_the_end_says_so(runs, client):
+    body = client.get("/api/runs/other-run?from=9999").json()
+    assert body["notice"] == "there is no step 9999 or later: the last is step 2; showing the last steps"
+    html = client.get("/runs/other-run?from=9999").text
+    assert 'id="steps-notice"' in html and 'id="step-2"' in html
+    r = client.get("/api/runs/other-run/steps?offset=9999")
+    assert r.status_code == 404
+    assert r.json()["error"] == "offset 9999 is past the end: the run has 3 steps (offsets 0 to 2)"
+    assert client.get("/api/runs/other-run?from=1").json().get("notice") is None
+
+
+def test_an_unknown_step_filter_names_the_valid_ones(runs, client):
+    r = client.get("/api/runs/other-run?only=retries")
+    assert r.status_code == 400 and r.json()["valid"] == ["critic", "decided", "errors"]

@@ -1,0 +1,142 @@
+"""The experiments overview (/ and /api/experiments) against a crafted store whose figures
+are worked out by hand below, and the Wilson interval against published values."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import text
+
+from app.overview import median, pass_rate, wilson
+from tests.app.pages_traces import run_records
+from tests.conftest import write_jsonl
+
+pytestmark = pytest.mark.both_backends
+
+
+def test_wilson_interval_matches_published_values():
+    # 95% Wilson score intervals as tabulated (Newcombe 1998; Brown, Cai & DasGupta 2001)
+    lo, hi = wilson(8, 10)
+    assert (round(lo, 3), round(hi, 3)) == (0.490, 0.943)
+    lo, hi = wilson(2, 3)
+    assert (round(lo, 3), round(hi, 3)) == (0.208, 0.939)
+    lo, hi = wilson(0, 1)
+    assert (lo, round(hi, 3)) == (0.0, 0.793)
+    lo, hi = wilson(1, 1)
+    assert (round(lo, 3), hi) == (0.207, 1.0)
+    assert wilson(0, 0) is None
+    assert pass_rate(2, 1, 1) == 0.5 and pass_rate(0, 0, 0) is None
+    assert median([3.0, 1.0, 2.0]) == 2.0 and median([4.0, 1.0, 3.0, 2.0]) == 2.5 and median([]) is None
+
+
+def _run(run_id, *, experiment, variant, task, passed, cost=None, second=0, extra_criterion=False):
+    """A finished run graded on criterion `ok` (and `style`), with its cost on run_end."""
+    criteria = [{"id": "ok"}] + ([{"id": "style"}] if extra_criterion else [])
+    results = [] if passed is None else [{"id": "ok", "score": 1.0 if passed else 0.0, "passed": passed}]
+    if extra_criterion:
+        results.append({"id": "style", "score": 0.0, "passed": False})
+    recs = run_records(run_id, steps=2, experiment=experiment, variant=variant, criteria=criteria, results=results,
+                       second=second, stop_reason="final", stop_detail="final_result is set")
+    recs[0]["task_id"] = task
+    if cost is not None:
+        recs[-1]["cost_usd"] = cost
+    return recs
+
+
+@pytest.fixture
+def crafted(tmp_path, ingest, engine):
+    recs = []
+    # alpha / smoke: t1 pass $0.10, t2 fail $0.30, t3 pass $0.20, t4 errored before grading (set below), no cost
+    recs += _run("a-s-1", experiment="alpha", variant="smoke", task="t1", passed=True, cost=0.10, second=1)
+    recs += _run("a-s-2", experiment="alpha", variant="smoke", task="t2", passed=False, cost=0.30, second=2)
+    recs += _run("a-s-3", experiment="alpha", variant="smoke", task="t3", passed=True, cost=0.20, second=3)
+    recs += _run("a-s-4", experiment="alpha", variant="smoke", task="t4", passed=None, second=4)
+    # alpha / e2e: t1 pass $1.00, t2 fail $3.00 (fails two criteria), t3 fail $2.00, t4 fail $4.00
+    recs += _run("a-e-1", experiment="alpha", variant="e2e", task="t1", passed=True, cost=1.0, second=5)
+    recs += _run("a-e-2", experiment="alpha", variant="e2e", task="t2", passed=False, cost=3.0, second=6,
+                 extra_criterion=True)
+    recs += _run("a-e-3", experiment="alpha", variant="e2e", task="t3", passed=False, cost=2.0, second=7)
+    recs += _run("a-e-4", experiment="alpha", variant="e2e", task="t4", passed=False, cost=4.0, second=8)
+    # beta / only: one pass, one not graded (no criteria), one that never ended
+    recs += _run("b-1", experiment="beta", variant="only", task="u1", passed=True, cost=0.5, second=20)
+    recs += run_records("b-2", experiment="beta", variant="only", second=21)
+    recs += run_records("b-3", experiment="beta", variant="only", second=22, end=False)
+    assert ingest(write_jsonl(tmp_path / "crafted.jsonl", recs)).ok
+    # An errored run (the verdict coder_eval gives a task that errored): counted apart from fail.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE runs SET verdict = 'error', stop_detail = 'agent crashed' WHERE run_id = 'a-s-4'"))
+
+
+def _by_name(body):
+    return {e["experiment"]: {v["variant"]: v for v in e["variants"]} | {"_": e} for e in body["experiments"]}
+
+
+def test_overview_figures_worked_by_hand(crafted, client):
+    body = client.get("/api/experiments").json()
+    assert body["runs"] == 11
+    exps = _by_name(body)
+    assert list(exps) == ["beta", "alpha"]                       # latest activity first (beta's runs start later)
+
+    smoke = exps["alpha"]["smoke"]
+    assert (smoke["runs"], smoke["passed"], smoke["failed"], smoke["errored"]) == (4, 2, 1, 1)
+    assert smoke["pass_rate"] == pytest.approx(2 / 4)            # pass / (pass + fail + error)
+    # Wilson 95% for 2 of 4: centre (0.5 + 1.92/4) / (1 + 3.84/4); worked: [0.150, 0.850]
+    assert [round(x, 3) for x in smoke["interval"]] == [0.150, 0.850]
+    assert smoke["median_cost_usd"] == pytest.approx(0.20)      # 0.10 0.20 0.30 (the errored run has none)
+    assert (smoke["cost_runs"], smoke["cost_missing"]) == (3, 1)
+    assert smoke["failing"] == 2
+    assert {(r["reason"], r["count"]) for r in smoke["failure_reasons"]} == {
+        ("criterion ok failed", 1), ("agent crashed", 1)}       # the errored run: no failing criterion, its detail
+
+    e2e = exps["alpha"]["e2e"]
+    assert (e2e["runs"], e2e["passed"], e2e["failed"], e2e["errored"]) == (4, 1, 3, 0)
+    assert e2e["pass_rate"] == pytest.approx(0.25)
+    assert [round(x, 3) for x in e2e["interval"]] == [0.046, 0.699]   # Wilson 95% for 1 of 4
+    assert e2e["median_cost_usd"] == pytest.approx(2.5)          # 1 2 | 3 4: mean of the middle two
+    # three failing runs fail "ok"; one of them fails "style" too; "final_result is set" is no reason
+    assert [(r["reason"], r["count"]) for r in e2e["failure_reasons"]] == [
+        ("criterion ok failed", 3), ("criterion style failed", 1)]
+
+    beta = exps["beta"]["only"]
+    # b-3 never ended: no verdict yet (its old timestamps make it abandoned, not running)
+    assert (beta["runs"], beta["passed"], beta["not_graded"], beta["no_verdict"], beta["running"]) == (3, 1, 1, 1, 0)
+    assert beta["pass_rate"] == 1.0 and [round(x, 3) for x in beta["interval"]] == [0.207, 1.0]
+    assert beta["failure_reasons"] == []
+    assert exps["beta"]["_"]["compare"] is None                 # one variant: nothing to compare
+
+
+def test_overview_headline_is_the_compare_pages(crafted, client):
+    alpha = _by_name(client.get("/api/experiments").json())["alpha"]["_"]
+    c = alpha["compare"]
+    assert (c["a"], c["b"]) == ("smoke", "e2e")
+    assert c["url"] == "/compare?experiment=alpha&a=smoke&b=e2e"
+    page = client.get(c["url"] + "&format=json").json()
+    assert c["headline"] == page["headline"]
+    # paired t1..t4: t1 pass/pass and t2 fail/fail agree, t3 pass/fail does not; t4 pairs the
+    # error with a fail, both misses, so they agree (app.compare: an error counts as a miss)
+    assert c["headline"].startswith("Verdicts identical on 3 of 4 paired runs (4 tasks): agreement 75%")
+    html = client.get("/").text
+    assert c["headline"] in html and 'href="/compare?experiment=alpha&amp;a=smoke&amp;b=e2e"' in html
+
+
+def test_overview_page_shows_each_variant_apart(crafted, client):
+    html = client.get("/").text
+    alpha = html[html.index('aria-label="Experiment alpha"'):]
+    row = alpha[alpha.index('data-variant="smoke"'):alpha.index("</tr>", alpha.index('data-variant="smoke"'))]
+    assert "50%" in row and "(15%–85%)" in row and "$0.2000" in row and "agent crashed" in row
+    row = alpha[alpha.index('data-variant="e2e"'):alpha.index("</tr>", alpha.index('data-variant="e2e"'))]
+    assert "25%" in row and "(5%–70%)" in row and "$2.50" in row
+    assert "38%" not in html                                     # 3 of 8: the mixed figure appears nowhere
+    assert 'href="/runs"' in html                                # the runs list one click away
+
+
+def test_list_links_to_the_old_home_redirect_to_the_runs_list(crafted, client):
+    r = client.get("/?variant=e2e&sort=steps", follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == "/runs?variant=e2e&sort=steps"
+    assert client.get("/api/runs?variant=e2e").json()["count"] == 4
+
+
+def test_empty_board_says_how_to_start(client):
+    assert client.get("/api/experiments").json() == {"experiments": [], "runs": 0}
+    assert "qita demo" in client.get("/").text
