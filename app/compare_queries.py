@@ -174,13 +174,35 @@ def comparison(session, ga: Group, gb: Group, *, group: Optional[str] = None, so
     The pairing and every figure are kept until a run changes (queries.data_cached), and
     app.warm computes the usual comparisons ahead of the first visitor: a view, another
     sort or another page then costs no query but the data version's."""
-    from .queries import data_cached
+    from . import diskcache
+    from .queries import data_cached, data_version
 
-    public, internal = data_cached(session, key=("comparison", ga, gb), compute=lambda: _comparison(session, ga, gb))
+    engine, version = session.get_bind(), data_version(session)
+    computed: dict[str, Any] = {}
+
+    def both() -> tuple[dict[str, Any], dict[str, Any]]:
+        if "both" not in computed:
+            computed["both"] = _comparison(session, ga, gb)
+        return computed["both"]
+
+    def kept(key: tuple, compute: Any) -> Any:
+        # In memory until a run changes, on disk across restarts (app.diskcache).
+        return data_cached(session, key=key, compute=lambda: diskcache.load_or_compute(
+            engine, key=key, version=version, compute=compute))
+
+    # What the page shows and what only grouping needs are kept apart: the second is as big
+    # as the first and is read back only when a grouping is not kept already.
+    public = kept(("comparison", ga, gb), lambda: both()[0])
+
+    def internal() -> dict[str, Any]:
+        return kept(("comparison-internal", ga, gb), lambda: both()[1])
+
+    if computed:
+        internal()  # computed together: keep it now rather than compute it again later
     grouped = None
     if group:
-        grouped = data_cached(session, key=("comparison-groups", ga, gb, group),
-                              compute=lambda: _grouped(session, ga, public["pairs"], internal, group))
+        grouped = kept(("comparison-groups", ga, gb, group),
+                       lambda: _grouped(session, ga, public["pairs"], internal(), group))
     rows = compare.sort_pairs(public["pairs"], sort=sort, disagreements_only=only == "disagree")
     start = max(0, offset)
     shown = rows[start:start + limit] if limit is not None else rows[start:]
@@ -207,17 +229,19 @@ def _comparison(session, ga: Group, gb: Group) -> tuple[dict[str, Any], dict[str
         "unpaired": result["unpaired"],
         "duplicates": result["duplicates"],
     }
-    return public, {"rows_a": {r["run_id"]: r for r in rows_a}, "criteria_a": criteria_a}
+    # Kept as lists: the disk cache (app.diskcache) writes JSON, whose keys are strings.
+    return public, {"rows_a": rows_a, "criteria_a": [[pk, rows] for pk, rows in criteria_a.items()]}
 
 
 def _grouped(session, ga: Group, pairs: list[dict[str, Any]], internal: dict[str, Any], group: str) -> list[dict[str, Any]]:
-    rows_a = internal["rows_a"]
+    rows_a = {r["run_id"]: r for r in internal["rows_a"]}
+    criteria_a = {pk: rows for pk, rows in internal["criteria_a"]}
     if group.startswith("meta:"):
         # Metadata is read only for this: a copy of the rows with it, the cached ones untouched.
         meta = {r["run_id"]: r["meta"] for r in rows_of(session, select(RUNS.c.run_id, RUNS.c.meta)
                                                          .where(_condition(ga)))}
         rows_a = {rid: {**row, "meta": meta.get(rid)} for rid, row in rows_a.items()}
-    return compare.group_pairs(pairs, group, rows_a, internal["criteria_a"])
+    return compare.group_pairs(pairs, group, rows_a, criteria_a)
 
 
 def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[str], b: Optional[str],
