@@ -282,6 +282,124 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
             click.echo(f"  flag {p['task_id']}#{p['replicate']}: " + "; ".join(f["text"] for f in p["flags"]))
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--experiment", help="Experiment whose runs are simulated over.")
+@click.option("--variant", help="Its variant that ran to the end (e.g. e2e).")
+@click.option("--tag", help="Simulate over the runs with this tag instead (or as well).")
+@click.option("--arm", "arm", multiple=True, metavar="ID:WHEN",
+              help="Arm a criterion: ID:pass, ID:fail or ID:decided (repeatable; the last colon separates).")
+@click.option("--declared", is_flag=True, help="Arm each run as its own criteria declare (the default without --arm).")
+@click.option("--without", multiple=True, metavar="ID", help="With --declared: leave this criterion unarmed (repeatable).")
+@click.option("--rule", type=click.Choice(["auto", "all", "gate"]), default="auto", show_default=True,
+              help="all: every armed criterion decided (qita); gate: coder_eval's; auto: the runs' producer's.")
+@click.option("--min-steps", type=click.IntRange(0), help="Never stop early before this many steps.")
+@click.option("--max-steps", type=click.IntRange(1), help="Cap: stop (and fail) after this many steps.")
+@click.option("--max-tokens", type=click.FloatRange(min=1), help="Cap: stop (and fail) once over this many tokens.")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), help="Cap: stop (and fail) once over this time.")
+@click.option("--measure", type=click.Choice(["tokens", "steps", "agent_s", "cost_usd", "elapsed_s", "tool_calls"]),
+              default="tokens", show_default=True, help="The saving the frontier ranks policies by.")
+@click.option("--db", help="Database: a SQLAlchemy URL or a SQLite file path [env QITA_DB; default ./qita.db]")
+@click.option("--json", "as_json", is_flag=True, help="Print what /api/lab answers, with the frontier of /api/lab/frontier.")
+@click.option("--md", "as_md", is_flag=True, help="Print Markdown for a pull request.")
+@click.option("--base-url", default="http://127.0.0.1:8765", show_default=True,
+              help="Where the board is served, for the links in the Markdown.")
+def whatif(experiment: Optional[str], variant: Optional[str], tag: Optional[str], arm: tuple[str, ...], declared: bool,
+           without: tuple[str, ...], rule: str, min_steps: Optional[int], max_steps: Optional[int],
+           max_tokens: Optional[float], max_seconds: Optional[float], measure: str, db: Optional[str], as_json: bool,
+           as_md: bool, base_url: str) -> None:
+    """What would an early-stop policy have done to recorded full runs? Simulate it: where
+    each run would have stopped, the verdict it would then have had, what it would have
+    saved, and how many verdicts it would have flipped (with intervals); smoke's own
+    policy against the recorded smoke runs when the experiment has them; the recommended
+    policy of the frontier.
+
+    Runs not yet indexed for the lab are indexed first. Exit status 0; 2 when the arming
+    is refused (a criterion that cannot be evaluated live, or a polarity it cannot
+    decide: the reason is printed) or the set holds no finished full run.
+
+    \b
+    Example:
+        qita whatif --experiment demo-early-stop-ab --variant e2e --arm skill:decided --min-steps 2
+    """
+    from sqlmodel import Session
+
+    from . import queries
+    from .db import open_database
+    from .lab import export, view
+    from .lab.index import index_pending
+    from .secrets import Masker
+
+    if as_json and as_md:
+        raise click.UsageError("choose one of --json and --md")
+    settings = _settings(db=db)
+    engine = open_database(settings)
+    filters = queries.RunFilters(experiment=experiment, variant=variant, tag=tag)
+    args = view.PolicyArgs(arm=arm, declared=declared, without=without, rule=rule, min_steps=min_steps,
+                           max_steps=max_steps, max_tokens=max_tokens, max_seconds=max_seconds)
+    try:
+        with Session(engine) as session:
+            shown, _ = view.default_filters(session, filters)
+            where = queries.run_conditions(session, filters=shown)
+        index_pending(engine, where=view.index_scope(shown, where))
+        with Session(engine) as session:
+            data = Masker().data(view.lab(session, filters=filters, args=args, measure=measure))
+    except QitaError as exc:
+        _fail(exc.message, code=2 if exc.status in (400, 404) else 1)
+        return
+    finally:
+        engine.dispose()
+    if not data["set"]["simulated"]:
+        _fail(f"no finished full run to simulate over in {data['set']['description']} "
+              f"({data['set']['runs']} runs, {data['set']['early_stopped']} stopped early)", code=2)
+        return
+    if as_json:
+        from .jsontext import dumps
+
+        click.echo(dumps(data).decode())
+    elif as_md:
+        click.echo(export.markdown(data, base_url=base_url), nl=False)
+    else:
+        _print_whatif(data)
+
+
+def _print_whatif(data: dict[str, Any]) -> None:
+    from .compare import MEASURES
+
+    s = data["summary"]
+    fp, ff = s["false_passes"], s["false_fails"]
+    click.echo(f"Policy: {data['policy']['label']} — simulated over {data['set']['simulated']} full runs "
+               f"({data['set']['description']})")
+    click.echo(data["headline"])
+
+    def pct(x: Optional[float]) -> str:
+        return "—" if x is None else f"{100 * x:.0f}%"
+    if fp["rate"] is not None:
+        click.echo(f"  false passes: {fp['count']} of {fp['of']} ({pct(fp['rate'])}, 95% CI {pct(fp['low'])}–"
+                   f"{pct(fp['high'])}; at most {pct(fp['upper'])}, one-sided 95%)")
+        click.echo(f"  false fails: {ff['count']} of {ff['of']} ({pct(ff['rate'])}, 95% CI {pct(ff['low'])}–"
+                   f"{pct(ff['high'])})")
+    click.echo(f"  runs cut: {s['cut']} of {s['paired']}" + "".join(f", {r} {n}" for r, n in s["cut_by"].items()))
+    for name, _col, label in MEASURES:
+        m = s[name]
+        if m["saved_pct"] is None:
+            continue
+        ci = f" (95% CI {m['low']:.0f}% to {m['high']:.0f}%)" if m.get("low") is not None else ""
+        click.echo(f"  {label}: {m['saved_pct']:.0f}% saved{ci} over {m['pairs']} runs")
+    v = data.get("validation")
+    if v:
+        click.echo(f"Against the recorded {v['variant']} runs: {v['matched']} of {v['paired']} pairs match in stop step "
+                   f"and verdict")
+        for r in v["pairs"]:
+            if not r["match"]:
+                click.echo(f"  {r['task_id']}#{r['replicate']}: {r['why']['text'] if r['why'] else ''}")
+    best = (data.get("frontier") or {}).get("recommended")
+    if best:
+        click.echo(f"Recommended: {best['label']} — {best['saved_pct']:.0f}% of the {data['frontier']['measure']} "
+                   f"saved, no false pass in {best['graded']} runs (rate at most {pct(best['false_passes']['upper'])})")
+    if data["indexing"]["pending"]:
+        click.echo(f"({data['indexing']['pending']} runs of this set are not indexed yet)")
+
+
 def _has_experiment(settings: Settings, experiment: str) -> bool:
     from sqlalchemy import select
 

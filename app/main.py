@@ -19,6 +19,7 @@ from . import tempfiles, urls  # noqa: F401  (registers the runid convertor befo
 from .db import open_database
 from .errors import QitaError
 from .jobs import Writer
+from .lab.index import LabIndexer
 from .paths import STATIC
 from .render import JSONResponse, is_htmx, make_templates, wants_json
 from .secrets import mask_data, mask_text
@@ -83,6 +84,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     watcher = Watcher(writer, list(settings.watch))
     sweeper = _Sweeper(writer, interval=max(1.0, min(30.0, settings.abandon_after_s / 4)))
     warmer = Warmer(engine)
+    lab_indexer = LabIndexer(engine, writer, background=settings.lab_index)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -91,6 +93,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         watcher.start()
         sweeper.start()
         warmer.start()
+        lab_indexer.start()
         app.state.stopping = False
         try:
             yield
@@ -98,6 +101,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
             # Stop means stop: requests waiting on a job give up, jobs stop at their next
             # line, and the whole shutdown fits in the 5 s a stop signal is given.
             app.state.stopping = True
+            lab_indexer.stop()
             warmer.stop()
             sweeper.stop()
             watcher.stop()
@@ -119,6 +123,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     app.state.engine = engine
     app.state.writer = writer
     app.state.warmer = warmer
+    app.state.lab_indexer = lab_indexer
     app.state.templates = make_templates()
 
     @app.exception_handler(QitaError)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -281,6 +281,52 @@ class UploadRun(SQLModel, table=True):
     created: bool = False
 
 
+class LabRun(SQLModel, table=True):
+    """The policy lab's state of one finished run (app.lab.index): computed once from its
+    steps, kept until the run changes (`run_updated_at` is the `runs.updated_at` it saw)."""
+
+    __tablename__ = "lab_runs"
+
+    run_pk: int = Field(foreign_key="runs.id", primary_key=True, ondelete="CASCADE")
+    run_updated_at: Optional[datetime] = None
+    indexed_at: Optional[datetime] = Field(default=None, index=True)
+    #: the first step's index and how many step records the run has (steps are contiguous)
+    first_step: Optional[int] = None
+    step_count: int = 0
+    #: cumulative tokens, counted tokens, seconds, cost and tool calls after each step (app.lab.state.pack_series)
+    series: Optional[bytes] = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    #: a short digest of each step's tool calls, to find where two runs' actions part
+    signatures: Optional[Any] = _json()
+    #: where the live verdicts came from: recorded, replayed, mixed or none
+    source: Optional[str] = Field(default=None, max_length=20)
+    error: Optional[str] = _text()
+
+
+class LabDecision(SQLModel, table=True):
+    """One criterion of one run as the lab sees it: the verdicts it can decide live (or why
+    it cannot be evaluated live), and its first live decision (verdicts latch)."""
+
+    __tablename__ = "lab_decisions"
+
+    run_pk: int = Field(foreign_key="runs.id", primary_key=True, ondelete="CASCADE")
+    criterion_id: str = Field(max_length=400, primary_key=True)
+    type: Optional[str] = Field(default=None, max_length=200)
+    #: "pass", "fail", "fail,pass", or "" when it cannot be evaluated live
+    polarities: str = Field(default="", max_length=20)
+    reason: Optional[str] = _text()
+    verdict: Optional[str] = Field(default=None, max_length=20)
+    step: Optional[int] = None
+    tool_call_index: Optional[int] = None
+    #: still undecided at a stop at step s, its check on the cut run passes when s >= this
+    #: (a must-not-run check: from the first step); null: it fails
+    pass_from_step: Optional[int] = None
+    #: the arming the run's own spec declares (stop_when, or coder_eval's armable_as) and decision budget
+    declared: Optional[str] = Field(default=None, max_length=20)
+    decide_within: Optional[int] = None
+    gating: bool = True
+    source: Optional[str] = Field(default=None, max_length=20)
+
+
 #: SQLite only (migration 0003): the FTS5 trigram index behind the runs list's search, and
 #: the columns it holds. A virtual table and triggers, so not part of the metadata above.
 RUN_SEARCH_TABLE = "runs_fts"
@@ -310,3 +356,5 @@ EARLY = EarlyStopRow.__table__
 SOURCES = IngestSource.__table__
 UPLOADS = Upload.__table__
 UPLOAD_RUNS = UploadRun.__table__
+LAB_RUNS = LabRun.__table__
+LAB_DECISIONS = LabDecision.__table__

@@ -146,6 +146,12 @@ def _where(f: RunFilters, session: Optional[Session] = None, use_index: bool = T
     return conds
 
 
+def run_conditions(session: Session, *, filters: RunFilters) -> list[Any]:
+    """The WHERE conditions of the runs list's search and filters (the policy lab
+    simulates over the same sets)."""
+    return _where(filters, session)
+
+
 # -- list-page caching ---------------------------------------------------------------------
 # The list page's figures (count, pass rate, medians, top reasons) and the filter menus
 # scan the whole filtered set; at 100,000 runs that is far over the page's budget. They

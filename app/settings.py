@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     page_steps: int = Field(25, description="Steps per lazily loaded block")
     first_page_steps: int = Field(12, description="Steps in the first block of a run page")
     show_secrets: bool = Field(False, description="Never mask secrets (single-user local use)")
+    lab_index: bool = Field(True, description=(
+        "Index every finished run for the policy lab in the background (off: only the sets the lab is asked for)"))
     watch: list[str] = Field(default_factory=list)
 
     @property

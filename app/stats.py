@@ -4,6 +4,8 @@
 - Does one side pass more often? An exact McNemar test: the discordant pairs (a passed
   where b missed, and the reverse) against a fair coin, two-sided, from SciPy's exact
   binomial test.
+- A rate seen k times in n (the policy lab's false passes): the one-sided exact
+  (Clopper-Pearson) upper bound, also from SciPy.
 - Savings (100 * (B - A) / B over paired totals A and B): a 95% interval for the ratio
   of the two paired means by the delta method, with a t quantile on n - 1 degrees of
   freedom. It is a t-interval on the linearised ratio (`a_i - R b_i`), so it needs no
@@ -82,6 +84,20 @@ def ratio_saving(a: Sequence[float], b: Sequence[float], *, confidence: float = 
     t = _t_quantile(confidence, n - 1)
     low_r, high_r = r - t * se, r + t * se
     return {"saved_pct": saved, "low": 100.0 * (1.0 - high_r), "high": 100.0 * (1.0 - low_r), "n": n}
+
+
+def upper_bound(k: int, n: int, *, confidence: float = CONFIDENCE) -> Optional[float]:
+    """The one-sided upper confidence bound of a rate seen k times in n (Clopper-Pearson,
+    exact, from SciPy's beta distribution); None when n is 0.
+
+    With k = 0 it is 1 - (1 - confidence)^(1/n): about 3/n at 95%, the rule of three. It
+    answers "how high could this rate be, given that we saw it k times in n?", the
+    question a policy with no observed false pass leaves open."""
+    if n <= 0:
+        return None
+    if k >= n:
+        return 1.0
+    return float(_sp.beta.ppf(confidence, k + 1, n - k))
 
 
 _T_CACHE: dict[tuple[float, int], float] = {}

@@ -1,6 +1,6 @@
 """Take the README screenshots: every page (experiments overview, runs list, run view,
-early-stopped run, compare, pair view, upload, a delete to confirm) at 1280 px, and the
-overview and a run's retries on a 390 px phone, light and dark.
+early-stopped run, compare, pair view, upload, a delete to confirm, policy lab and its
+frontier) at 1280 px, and the overview and a run's retries on a 390 px phone, light and dark.
 
 Usage: PYTHONPATH=. python scripts/screenshots.py [QITOS_RUNS_FOLDER]
 Builds a throwaway board from the demo experiment (plus QitOS runs when given) and saves
@@ -71,6 +71,7 @@ def shoot(server: LiveServer) -> None:
             page.screenshot(path=str(OUT / f"upload-{scheme}.png"))
             page.goto(server.url + plain + "/delete")
             page.screenshot(path=str(OUT / f"delete-{scheme}.png"))
+            shoot_lab(page, server, scheme)
             page.close()
             phone = browser.new_page(viewport={"width": 390, "height": 844})
             phone.emulate_media(color_scheme=scheme)
@@ -85,6 +86,16 @@ def shoot(server: LiveServer) -> None:
             phone.close()
         browser.close()
     print("\n".join(sorted(str(p.relative_to(ROOT)) for p in OUT.glob("*.png"))))
+
+
+def shoot_lab(page, server: LiveServer, scheme: str) -> None:
+    """The lab with a policy that flips verdicts (the per-run table shows why), and its frontier."""
+    page.goto(server.url + "/lab?arm=ran_tests:pass&arm=skill:decided&policy=1")
+    page.locator("svg.frontier-chart circle").first.wait_for()
+    page.screenshot(path=str(OUT / f"lab-{scheme}.png"))
+    # The sticky top bar would sit on the panel once it is scrolled into view.
+    page.evaluate("document.querySelector('.topbar').remove()")
+    page.locator("#frontier-panel").screenshot(path=str(OUT / f"lab-frontier-{scheme}.png"))
 
 
 if __name__ == "__main__":

@@ -345,6 +345,36 @@ def _turn_duration(iteration: dict[str, Any], turns: list, t_no: int) -> Optiona
 
 # -- the run ---------------------------------------------------------------------------------
 
+#: coder_eval's names of the parameters a live verdict needs -> qita's (`qita.criteria` specs).
+#: The real results seen so far configure only `command_executed`; the other spellings
+#: are qita's own, so a spec that already uses them is carried as it is.
+LIVE_KEYS = {
+    "command_executed": (("command_pattern", "pattern"), ("pattern", "pattern"), ("tool_name", "tool"),
+                         ("min_count", "min_count"), ("max_count", "max_count"),
+                         ("exclude_pattern", "exclude_pattern"), ("require_success", "require_success")),
+    "skill_triggered": (("skill_name", "skill"), ("skill", "skill"), ("policy", "policy")),
+    "tool_invoked": (("tool_name", "tool"), ("tool", "tool"), ("min_count", "min_count"),
+                     ("max_count", "max_count"), ("require_success", "require_success")),
+}
+
+
+def live_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of a configured criterion that `qita.live` needs to replay its live
+    verdict, in qita's spelling (`command_pattern` -> `pattern`, `tool_name` -> `tool`, ...),
+    and coder_eval's decision budget (`stop_early.decide_within`: the turns an armed
+    criterion has to be decided in). Nulls are left out (they mean the default)."""
+    out: dict[str, Any] = {}
+    for theirs, ours in LIVE_KEYS.get(config.get("type"), ()):
+        value = config.get(theirs)
+        if value is not None and ours not in out:
+            out[ours] = value
+    stop = config.get("stop_early")
+    within = _int(stop.get("decide_within")) if isinstance(stop, dict) else None
+    if within is not None and within > 0:
+        out["decide_within"] = within
+    return out
+
+
 def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
     """(specs, result records, id by (type, description)) from the criteria results and the
@@ -380,6 +410,7 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
         weight = _num(config.get("weight"))
         if weight is not None:
             spec["weight"] = weight
+        spec.update(live_parameters(config))
         if stop_when is not None and not enabled:
             spec["armable_as"] = stop_when  # armed only in a variant with early stop on
         specs.append(spec)

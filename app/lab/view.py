@@ -1,0 +1,245 @@
+"""What the lab page, its JSON twin and `qita whatif` show: one function builds it all.
+
+The set of runs is a runs-list filter (an experiment's variant, a tag, a search...);
+without one, the full variant (e2e) of the experiment compare would show first. The
+policy comes from the request: `arm` (repeated `ID:pass|fail|decided`), `declared`
+(each run's own arming), `rule`, `min_steps` and the caps; without any of them, the
+arming the runs declare. An arming that cannot fire is refused with
+`qita.live.LiveCapability.arming_refusal`'s text (a 400; exit 2 on the command line).
+
+Every figure is cached until a run changes or the lab's state does (its version is
+part of the key), as compare's are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from sqlalchemy import and_, or_, true
+from sqlmodel import Session
+
+from qita.live import LiveCapability
+
+from .. import compare, queries
+from ..errors import QitaError
+from ..models import RUNS
+from . import calibration, frontier, queries as lq, validate
+from .index import lab_version, pending_count
+from .sim import RULES, STOP_WHEN, Policy, simulate
+
+PAGE_PAIRS = 200
+
+
+@dataclass
+class PolicyArgs:
+    """The policy as a request gives it (before it is checked against the runs)."""
+
+    arm: Sequence[str] = ()
+    declared: bool = False
+    without: Sequence[str] = ()
+    rule: str = "auto"
+    min_steps: Optional[int] = None
+    max_steps: Optional[int] = None
+    max_tokens: Optional[float] = None
+    max_seconds: Optional[float] = None
+    #: the form was sent: an empty arming means "nothing armed", not "the declared one"
+    chosen: bool = False
+
+    @property
+    def given(self) -> bool:
+        return self.chosen or bool(self.arm) or self.declared or any(
+            v is not None for v in (self.min_steps, self.max_steps, self.max_tokens, self.max_seconds))
+
+
+def default_filters(session: Session, filters: queries.RunFilters) -> tuple[queries.RunFilters, bool]:
+    """The set to show: the one asked for, else the full variant of compare's default experiment."""
+    asked = filters.as_params()
+    for key in ("sort", "order", "offset", "limit"):
+        asked.pop(key, None)
+    if asked:
+        return filters, False
+    pick = compare.choose_default(lq.experiments_with_variants(session))
+    if pick is None:
+        return filters, True
+    experiment, _a, b = pick
+    return queries.RunFilters(experiment=experiment, variant=b), True
+
+
+def set_key(filters: queries.RunFilters) -> tuple:
+    params = filters.as_params()
+    for key in ("sort", "order", "offset", "limit"):
+        params.pop(key, None)
+    return tuple(sorted((k, str(v)) for k, v in params.items()))
+
+
+def describe(filters: queries.RunFilters) -> str:
+    """The set in words: "variant e2e of experiment demo", "tag nightly", "runs matching ..."."""
+    parts = []
+    if filters.variant and filters.experiment:
+        parts.append(f"variant {filters.variant} of experiment {filters.experiment}")
+    elif filters.experiment:
+        parts.append(f"experiment {filters.experiment}")
+    elif filters.variant:
+        parts.append(f"variant {filters.variant}")
+    for name in ("tag", "model", "task_id", "stop_reason", "verdict", "state"):
+        value = getattr(filters, name)
+        if value:
+            parts.append(f"{name.replace('_', ' ')} {value}")
+    if filters.q:
+        parts.append(f"matching {filters.q!r}")
+    return ", ".join(parts) or "every run"
+
+
+def parse_arm(item: str) -> tuple[str, str]:
+    """`ID:when` (an id may itself hold colons: the last one separates)."""
+    cid, sep, when = item.rpartition(":")
+    if not sep or not cid:
+        raise QitaError(f"arm must be CRITERION_ID:pass|fail|decided, not {item[:120]!r}")
+    if when not in STOP_WHEN:
+        raise QitaError(f"criterion {cid[:200]!r}: stop_when must be one of {', '.join(STOP_WHEN)}, not {when[:40]!r}")
+    return cid, when
+
+
+def capability(entry: dict[str, Any]) -> LiveCapability:
+    """A catalogue entry's capability over the whole set (the union of what its runs can decide)."""
+    return LiveCapability(entry["id"], entry.get("type"), tuple(entry["polarities"]), entry.get("reason"))
+
+
+def arming_options(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each stop_when with whether it can be armed, and if not, why (`arming_refusal`)."""
+    cap = capability(entry)
+    return [{"stop_when": w, "refusal": cap.arming_refusal(w)} for w in STOP_WHEN]
+
+
+def make_policy(args: PolicyArgs, catalogue: list[dict[str, Any]]) -> Policy:
+    """The policy asked for, checked against the set's criteria: an unknown criterion or an
+    arming that could never fire is a QitaError (400) with the reason."""
+    if args.rule not in RULES:
+        raise QitaError(f"rule must be one of {', '.join(RULES)}, not {args.rule[:40]!r}")
+    for name, least in (("min_steps", 0), ("max_steps", 1), ("max_tokens", 1), ("max_seconds", 0)):
+        value = getattr(args, name)
+        if value is not None and (value < least or (name == "max_seconds" and value == 0)):
+            raise QitaError(f"{name} must be {'at least ' + str(least) if least else 'more than 0'}, not {value:g}")
+    if not args.given:
+        declared = any(c["declared"] for c in catalogue)
+        return Policy(declared=declared)
+    by_id = {c["id"]: c for c in catalogue}
+    arm: dict[str, str] = {}
+    for item in args.arm:
+        if not item:
+            continue
+        cid, when = parse_arm(item)
+        entry = by_id.get(cid)
+        if entry is None:
+            raise QitaError(f"no criterion {cid[:200]!r} in these runs: arm one of the criteria the lab lists")
+        refusal = capability(entry).arming_refusal(when)
+        if refusal:
+            raise QitaError(refusal)
+        arm[cid] = when
+    declared = args.declared and not arm
+    without = tuple(dict.fromkeys(w for w in args.without if w)) if declared else ()
+    unknown = [w for w in without if w not in by_id]
+    if unknown:
+        raise QitaError(f"no criterion {unknown[0][:200]!r} in these runs to leave out")
+    return Policy(arm=tuple(arm.items()), declared=declared, without=without, rule=args.rule,
+                  min_steps=args.min_steps or None, max_steps=args.max_steps, max_tokens=args.max_tokens,
+                  max_seconds=args.max_seconds)
+
+
+def index_scope(filters: queries.RunFilters, where: list[Any]) -> list[Any]:
+    """The runs a set needs indexed: its own, and for a variant of an experiment the whole
+    experiment (its recorded early-stop runs are what the simulation is checked against)."""
+    if filters.experiment:
+        return [or_(RUNS.c.experiment == filters.experiment, and_(*where) if where else true())]
+    return where
+
+
+def _cached(session: Session, key: tuple, compute: Any) -> Any:
+    return queries.data_cached(session, key=("lab", *key, lab_version(session)), compute=compute)
+
+
+def lab(session: Session, *, filters: queries.RunFilters, args: PolicyArgs, sort: str = "task", only: str = "",
+        offset: int = 0, limit: Optional[int] = None, with_frontier: bool = True, measure: str = "tokens",
+        with_calibration: bool = True, indexer: Any = None) -> dict[str, Any]:
+    """Everything the lab shows for one set and one policy (docs/lab.md)."""
+    queries.data_version(session), lab_version(session)  # before any of the data they key (see lab_version)
+    filters, defaulted = default_filters(session, filters)
+    key = set_key(filters)
+    where = queries.run_conditions(session, filters=filters)
+    scope = index_scope(filters, where)
+    pending = pending_count(session, where=scope)
+    if pending and indexer is not None:
+        indexer.ask(key, scope)
+    counts = _cached(session, ("counts", key), lambda: lq.set_counts(session, where=where))
+    catalogue = _cached(session, ("catalogue", key), lambda: lq.criteria_catalogue(session, where=where))
+    runs = _cached(session, ("runs", key), lambda: lq.load_runs(session, where=where))
+    policy = make_policy(args, catalogue)
+    result = _cached(session, ("sim", key, policy), lambda: simulate(policy, runs))
+    rows = compare.sort_pairs(result["pairs"], sort=sort, disagreements_only=only == "disagree")
+    start = max(0, offset)
+    shown = rows[start:start + limit] if limit is not None else rows[start:]
+    data: dict[str, Any] = {
+        "set": {"filters": {k: v for k, v in key}, "description": describe(filters), "defaulted": defaulted,
+                **counts, "simulated": len(runs)},
+        "indexing": {"pending": pending, "ready": pending == 0},
+        "criteria": [{**c, "arming": arming_options(c)} for c in catalogue],
+        "policy": result["policy"],
+        "policy_params": {**policy.params(), "policy": "1"},
+        "headline": result["headline"],
+        "summary": result["summary"],
+        "pairs": shown,
+        "pairs_total": len(rows),
+        "pairs_offset": start,
+        "validation": _validation(session, filters, runs, key),
+        "frontier": frontier_of(session, filters=filters, measure=measure, runs=runs, catalogue=catalogue)
+        if with_frontier else None,
+        "calibration": calibration_of(session) if with_calibration else None,
+    }
+    return data
+
+
+def frontier_of(session: Session, *, filters: queries.RunFilters, measure: str = "tokens",
+                runs: Optional[list] = None, catalogue: Optional[list] = None) -> dict[str, Any]:
+    """The policy frontier of a set (cached)."""
+    if measure not in frontier.MEASURES:
+        raise QitaError(f"measure must be one of {', '.join(frontier.MEASURES)}, not {measure[:40]!r}")
+    queries.data_version(session), lab_version(session)
+    filters, _ = default_filters(session, filters)
+    key = set_key(filters)
+    if runs is None or catalogue is None:
+        where = queries.run_conditions(session, filters=filters)
+        catalogue = _cached(session, ("catalogue", key), lambda: lq.criteria_catalogue(session, where=where))
+        runs = _cached(session, ("runs", key), lambda: lq.load_runs(session, where=where))
+    return _cached(session, ("frontier", key, measure), lambda: frontier.frontier(runs, catalogue, measure=measure))
+
+
+def calibration_of(session: Session) -> dict[str, Any]:
+    """Every criterion of the store, calibrated (cached)."""
+    def compute() -> dict[str, Any]:
+        rows, experiments = lq.calibration_rows(session)
+        return calibration.calibrate(rows, experiments)
+    return _cached(session, ("calibration",), compute)
+
+
+def _validation(session: Session, filters: queries.RunFilters, runs: list, key: tuple) -> Optional[dict[str, Any]]:
+    """Smoke's own policy over this set, against the recorded smoke runs: only for a variant
+    of an experiment that also has a variant run with early stop on."""
+    if not (filters.experiment and filters.variant):
+        return None
+    smoke_variants = [v for v in lq.early_stop_variants(session, experiment=filters.experiment) if v != filters.variant]
+    if not smoke_variants:
+        return None
+    variant = "smoke" if "smoke" in smoke_variants else smoke_variants[0]
+
+    def compute() -> dict[str, Any]:
+        smoke = [r for r in lq.partners(session, experiment=filters.experiment, variant=filters.variant)
+                 if r["variant"] == variant]
+        pks = [r["id"] for r in smoke]
+        digests = lq.signatures(session, run_pks=pks + [r.row["id"] for r in runs])
+        out = validate.validate(runs, smoke, lq.declared_armings(session, run_pks=pks), digests,
+                                lambda wanted: lq.step_calls_at(session, pairs=wanted),
+                                label_a=variant, label_b=filters.variant)
+        out["variant"] = variant
+        return out
+    return _cached(session, ("validation", key, variant), compute)

@@ -1,0 +1,153 @@
+"""The lab page and its JSON twin: the set, the policy from the URL, refusals with their
+reason, the indexing notice, the frontier, the export, and trace text kept inert."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.settings import Settings
+from qita.demo import EXPERIMENT, run_demo
+from qita.live import live_capabilities
+from tests.app.lab.test_validate import wait_indexed
+from tests.app.parsed_html import texts_of_class
+from tests.conftest import write_jsonl
+
+DEMO = f"experiment={EXPERIMENT}&variant=e2e"
+
+
+@pytest.fixture
+def demo(tmp_path, ingest, client):
+    assert ingest(*run_demo(tmp_path / "demo", tasks=24)).ok
+    wait_indexed(client, DEMO)
+    return client
+
+
+def test_the_default_set_is_the_full_variant_and_the_policy_what_the_runs_declare(demo):
+    data = demo.get("/api/lab").json()
+    assert data["set"]["filters"] == {"experiment": EXPERIMENT, "variant": "e2e"} and data["set"]["defaulted"]
+    assert data["set"]["simulated"] == 29 and data["policy"]["declared"]
+    # as declared = as smoke ran: the pairs where the key criterion was not the whole story flip
+    s = data["summary"]
+    assert s["confusion"]["pass_fail"] == s["false_passes"]["count"] == 2
+    assert data["headline"].startswith("Verdicts identical on 27 of 29")
+    assert data["frontier"] is None and data["calibration"]["by_criterion"]
+    frontier = demo.get(data["frontier_url"]).json()["frontier"]
+    assert frontier["recommended"]["false_passes"]["count"] == 0
+
+
+def test_three_policies_from_the_url_each_with_its_savings_and_flips(demo):
+    """The issue's "done when": three armings of the e2e variant, each read for its saving
+    and the verdicts it flips, with intervals."""
+    seen = {}
+    for arm in (["skill:decided"], ["ran_tests:pass"], ["no_push:fail", "skill:fail"]):
+        query = "&".join(f"arm={a}" for a in arm)
+        data = demo.get(f"/api/lab?{DEMO}&{query}").json()
+        s = data["summary"]
+        assert [a["criterion"] + ":" + a["stop_when"] for a in data["policy"]["arm"]] == arm
+        assert s["tokens"]["saved_pct"] > 0 and s["tokens"]["low"] is not None
+        assert s["false_passes"]["upper"] is not None and s["agreement"]["low"] is not None
+        # every cut run stops where its armed criterion decided (or later), never before
+        for p in data["pairs"]:
+            if p["sim"]["cut"]:
+                assert p["sim"]["stop_reason"] == "early_stop" and p["sim"]["deciding_criterion"] in \
+                    {a.split(":")[0] for a in arm}
+        seen[tuple(arm)] = s["false_passes"]["count"]
+    # only arming the test run on pass passes runs whose final answer was wrong
+    assert seen == {("skill:decided",): 0, ("ran_tests:pass",): 2, ("no_push:fail", "skill:fail"): 0}
+
+
+def test_an_arming_that_cannot_fire_is_refused_with_its_reason(demo):
+    spec = {"id": "says_fixed", "type": "final_answer_contains", "text": "fixed"}
+    reason = live_capabilities([spec])["says_fixed"].arming_refusal("pass")
+    api = demo.get(f"/api/lab?{DEMO}&arm=says_fixed:pass")
+    assert api.status_code == 400 and api.json()["error"] == reason
+    page = demo.get(f"/lab?{DEMO}&arm=says_fixed:pass")
+    assert page.status_code == 400 and texts_of_class(page.text, "error-message") == [reason]
+    wrong_way = demo.get(f"/api/lab?{DEMO}&arm=no_push:pass")
+    assert wrong_way.status_code == 400 and "can decide only ['fail']" in wrong_way.json()["error"]
+    assert demo.get(f"/api/lab?{DEMO}&arm=nope:pass").status_code == 400
+    assert demo.get(f"/api/lab?{DEMO}&arm=skill:maybe").status_code == 400
+    # the page offers only what can fire: refused options are disabled, with the reason
+    html = demo.get(f"/lab?{DEMO}").text
+    assert 'value="no_push:pass" disabled' in html
+    assert "cannot be armed" in html
+
+
+def test_the_page_says_when_runs_are_still_being_indexed(tmp_path, ingest):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    settings = Settings(db=str(tmp_path / "idx.db"), lab_index=False)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        from app.db import open_database
+        from app.ingest import Ingestor
+
+        engine = open_database(settings)
+        assert Ingestor(engine, settings).ingest_paths([str(f) for f in run_demo(tmp_path / "d", tasks=4)]).ok
+        engine.dispose()
+        page = client.get(f"/lab?{DEMO}")
+        # the e2e and smoke runs of the experiment: 5 of each (the fifth task has two replicates)
+        assert texts_of_class(page.text, "indexing")[0].startswith("indexing 10 runs…")
+        assert 'hx-trigger="every 3s"' in page.text
+        data = wait_indexed(client, DEMO)     # asking was enough: the indexer took the set
+        assert data["indexing"] == {"pending": 0, "ready": True} and data["set"]["simulated"] == 5
+        assert "indexing" not in texts_of_class(client.get(f"/lab?{DEMO}").text, "indexing")
+
+
+def test_the_page_and_its_fragments(demo):
+    html = demo.get(f"/lab?{DEMO}&arm=skill:decided").text
+    assert texts_of_class(html, "headline")[0].startswith("simulated Verdicts identical on 29 of 29")
+    assert 'id="validation"' in html and "29 of 29" in texts_of_class(html, "validation-summary")[0]
+    assert 'hx-get="/lab/frontier?' in html
+    table = demo.get(f"/lab?{DEMO}&arm=skill:decided&sort=savings",
+                     headers={"HX-Request": "true", "HX-Target": "lab-pairs"}).text
+    assert table.lstrip().startswith("<table") and "<html" not in table
+    frontier = demo.get(f"/lab/frontier?{DEMO}", headers={"HX-Request": "true"}).text
+    assert "<svg" in frontier and "dot-recommended" in frontier and "<html" not in frontier
+    assert "<html" in demo.get(f"/lab/frontier?{DEMO}").text
+    data = demo.get(f"/api/lab/frontier?{DEMO}&measure=steps").json()
+    assert data["frontier"]["measure"] == "steps" and len(data["frontier"]["points"]) > 10
+    md = demo.get(f"/api/lab?{DEMO}&arm=ran_tests:pass&format=md").text
+    assert md.startswith("### Policy lab (simulated): ran\\_tests:pass") and "false passes" in md
+
+
+def test_reachable_from_compare_and_from_the_runs_list(demo):
+    compare = demo.get(f"/compare?experiment={EXPERIMENT}&a=smoke&b=e2e").text
+    assert f'href="/lab?experiment={EXPERIMENT}&amp;variant=e2e"' in compare
+    runs = demo.get(f"/?experiment={EXPERIMENT}&variant=e2e").text
+    assert f'href="/lab?experiment={EXPERIMENT}&amp;variant=e2e"' in runs
+
+
+def test_trace_text_stays_inert_on_the_page_and_the_frontier(tmp_path, ingest, client):
+    evil = '<script>alert("x")</script>'
+    records = []
+    for i, verdict in enumerate(("pass", "fail")):
+        rid = f"run-{i}"
+        records += [{"type": "run_start", "run_id": rid, "task_id": f"{evil}{i}", "experiment": "evil", "variant": "e2e",
+                     "criteria": [{"id": evil, "type": "command_executed", "pattern": "pytest"}]},
+                    {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "bash", "args": {"command": "pytest"}}]},
+                    {"type": "step", "run_id": rid, "step": 1, "actions": []},
+                    {"type": "run_end", "run_id": rid, "status": "completed", "verdict": verdict}]
+    assert ingest(write_jsonl(tmp_path / "e.jsonl", records)).ok
+    wait_indexed(client, "experiment=evil&variant=e2e")
+    from urllib.parse import quote
+
+    for path in (f"/lab?experiment=evil&variant=e2e&arm={quote(evil)}:pass", "/lab/frontier?experiment=evil&variant=e2e"):
+        html = client.get(path).text
+        assert "<script>alert" not in html and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+
+
+def test_the_forms_empty_numbers_mean_none_and_bad_ones_are_refused(demo):
+    form = f"/api/lab?{DEMO}&policy=1&arm=skill:decided&arm=&min_steps=&max_steps=&max_tokens=&max_seconds=&rule=auto"
+    data = demo.get(form).json()
+    assert data["policy"]["min_steps"] is None and data["policy"]["max_tokens"] is None
+    assert [a["criterion"] for a in data["policy"]["arm"]] == ["skill"]
+    for bad in ("min_steps=1.5", "max_steps=0", "max_tokens=lots", "max_seconds=0", "max_seconds=inf"):
+        r = demo.get(f"/api/lab?{DEMO}&arm=skill:decided&{bad}")
+        assert r.status_code == 400, bad
+    # nothing armed, by the form: every run as recorded
+    nothing = demo.get(f"/api/lab?{DEMO}&policy=1").json()
+    assert nothing["policy"]["label"] == "nothing armed" and nothing["summary"]["cut"] == 0
+    assert nothing["summary"]["verdict_agreement"] == {"agree": 29, "total": 29}
+    assert demo.get(f"/api/lab?{DEMO}&max_seconds=0.5").json()["policy"]["max_seconds"] == 0.5
