@@ -1,9 +1,10 @@
-"""The seed QitOS documents' examples run on qita.
+"""The seed QitOS documents' examples run on qita, with only `qitos` replaced by `qita`.
 
-Two ways: every code example extracted from the seed documents themselves (read from
-`../shared/seeds/` at test time) and run with only `qitos` replaced by `qita`; and a
-script written from those examples with its imports changed to `from qita import ...`,
-so the top-level imports keep working too.
+Every code example is extracted from the seed documents themselves (read from
+`../shared/seeds/` at test time; the tests skip when that folder is absent), so no seed
+text lives in this repository. Each page runs top to bottom in one namespace; the
+critic, the stop criterion and the task it defines then drive real runs of a scripted
+agent, and the same examples run again with their imports rewritten to `from qita import ...`.
 """
 
 import contextlib
@@ -11,118 +12,14 @@ import inspect
 import io
 import re
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Optional
 
 import pytest
-from qita_helpers import ROOT, step
+from qita_helpers import ROOT, of_type, read_records, step
 
 import qita
-
-from qita import (
-    Critic,
-    Decision,
-    Engine,
-    FinalResultCriteria,
-    MaxRuntimeCriteria,
-    MaxStepsCriteria,
-    MaxTokensCriteria,
-    StagnationCriteria,
-    StopCriteria,
-    StopReason,
-    Task,
-    TaskBudget,
-)
 from qita.agents import ScriptedAgent
-from qita.harness import resolve_family_preset
 
-
-class VerificationCritic(Critic):
-    """Stop the run if the verification command returned a non-zero exit code."""
-
-    def evaluate(self, state: Any, decision: Decision[Any], results: list[Any]) -> Dict[str, Any]:
-        for result in results:
-            if isinstance(result, dict):
-                returncode = int(result.get("returncode", 0))
-                if returncode != 0:
-                    return {"action": "retry", "reason": f"command failed with returncode={returncode}", "score": 0.0}
-        return {"action": "continue", "score": 1.0}
-
-
-class MinEvidenceCriteria(StopCriteria):
-    """Stop only after at least N evidence items have been collected."""
-
-    def __init__(self, min_evidence: int = 3):
-        self.min_evidence = min_evidence
-
-    def should_stop(self, state: Any, step_count: int, runtime_info: Optional[Dict[str, Any]] = None
-                    ) -> Tuple[bool, Optional[StopReason], Optional[str]]:
-        evidence = getattr(state, "evidence", [])
-        final_result = getattr(state, "final_result", None)
-        if final_result and len(evidence) >= self.min_evidence:
-            return True, StopReason.FINAL, f"evidence={len(evidence)} >= min={self.min_evidence}"
-        return False, None, None
-
-
-def make_agent():
-    def bash(command):
-        return {"returncode": 1 if command == "verify --strict" else 0, "stdout": command}
-
-    script = [
-        step(("bash", {"command": "verify --strict"}), evidence=["e1"]),  # critic asks for a retry
-        step(("bash", {"command": "verify"}), evidence=["e2"]),
-        step(final="draft answer"),  # final, but only 2 evidence items: MinEvidence keeps going
-        step(("bash", {"command": "collect"}), evidence=["e3"]),
-        step(final="answer with evidence"),
-    ] + [step(("bash", {"command": "idle"}))] * 5
-    return ScriptedAgent(script, tools={"bash": bash})
-
-
-def test_seed_examples_run_with_qita_imports():
-    agent = make_agent()
-    result = agent.run(task="...", max_steps=10, critics=[VerificationCritic()],
-                       stop_criteria=[MinEvidenceCriteria(min_evidence=3), MaxRuntimeCriteria(max_runtime_seconds=300.0),
-                                      StagnationCriteria(max_stagnant_steps=4,
-                                                         signature_fn=lambda s: (s.final_result,
-                                                                                 getattr(s, "cursor", None)))],
-                       return_state=True)
-    # step 0 is sent back by the critic, step 1 (the retry) passes, step 2 answers with only
-    # 2 evidence items so MinEvidence keeps going, step 3 collects the third while the draft
-    # answer is still set -> FINAL after 4 steps, before the second answer is ever given
-    assert result.state.stop_reason == "final"
-    assert result.state.final_result == "draft answer"
-    assert result.steps == 4
-    if result.state.stop_reason == "final":
-        outcome = "Done: " + result.state.final_result
-    elif result.state.stop_reason == "budget_steps":
-        outcome = "partial"
-    else:
-        outcome = "other"
-    assert outcome == "Done: draft answer"
-
-
-def test_seed_task_budget_example():
-    task = Task(id="research-001", objective="Summarize the article at the given URL.",
-                budget=TaskBudget(max_steps=15, max_runtime_seconds=180.0, max_tokens=8192))
-    agent = ScriptedAgent([step(("bash", {"command": "fetch"}), tokens=(3000, 1000))] * 20,
-                          tools={"bash": lambda command: {"returncode": 0}})
-    result = agent.run(task=task, return_state=True)
-    # 4000 tokens a step: 8000 after two steps is not over 8192, 12000 after three is
-    assert result.state.stop_reason == "budget_tokens" and result.steps == 3
-
-
-def test_seed_engine_example_and_builtin_constructors():
-    preset = resolve_family_preset("qwen")
-    criteria = [FinalResultCriteria(), MaxStepsCriteria(max_steps=15), MaxRuntimeCriteria(max_runtime_seconds=120.0),
-                MaxTokensCriteria(max_tokens=preset.recommended_max_tokens or 500_000),
-                StagnationCriteria(max_stagnant_steps=3)]
-    agent = ScriptedAgent([step(final="ok")])
-    engine = Engine(agent=agent, critics=[VerificationCritic()], stop_criteria=criteria)
-    result = engine.run("my task")
-    assert result.state.stop_reason == StopReason.FINAL and result.final_result == "ok"
-    assert agent.run(task="...", max_steps=10, critics=[VerificationCritic()]) == "ok"  # without return_state
-
-
-# -- every example of the seed documents, with only `qitos` -> `qita` --------------------------------
 SEEDS = ROOT.parent / "shared" / "seeds"
 SEED_EN = SEEDS / "qitos-critics-and-stop-criteria.en.md"
 SEED_ZH = SEEDS / "qitos-critics-and-stop-criteria.zh.md"
@@ -207,16 +104,25 @@ class MyGroundingCritic(MyScoreCritic):
 
 def _prelude() -> dict[str, Any]:
     """The names the seed's snippets use without defining them: an `agent` and two critics."""
-    from qita.agents import ScriptedAgent
-
     agent = ScriptedAgent([step(("bash", {"command": "pytest"})), step(final="all tests pass")],
                           tools={"bash": lambda command: {"returncode": 0, "stdout": command}})
     return {"agent": agent, "MyScoreCritic": MyScoreCritic, "MyGroundingCritic": MyGroundingCritic}
 
 
-def run_example(code: str, namespace: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], str]:
-    """Run one example in `namespace` (the page's examples so far), with only `qitos` -> `qita`."""
-    ported = code.replace("qitos", "qita")
+def to_qita(code: str) -> str:
+    """The port the documents promise: `qitos` replaced by `qita`, nothing else."""
+    return code.replace("qitos", "qita")
+
+
+def to_top_level(code: str) -> str:
+    """`from qitos.engine.critic import Critic` -> `from qita import Critic`: the flat form keeps working."""
+    return to_qita(re.sub(r"^from qitos(\.[\w.]+)? import", "from qita import", code, flags=re.M))
+
+
+def run_example(code: str, namespace: Optional[dict[str, Any]] = None,
+                port: Callable[[str], str] = to_qita) -> tuple[dict[str, Any], str]:
+    """Run one example in `namespace` (the page's examples so far), ported by `port`."""
+    ported = port(code)
     assert "qitos" not in ported
     namespace = {"__name__": "seed_example"} if namespace is None else namespace
     namespace.update(_prelude())
@@ -260,17 +166,24 @@ def check_example(namespace: dict[str, Any], printed: str) -> None:
         assert min_evidence(min_evidence=3).should_stop(state, 1, {})[:2] == (True, qita.StopReason.FINAL)
 
 
-def _run_all(blocks: list[str]) -> int:
-    # One namespace for the whole page, as a reader follows it: a snippet may use a name an
-    # earlier example imported (the preset example uses MaxTokensCriteria from the one before).
+def run_page(blocks: list[str], port: Callable[[str], str] = to_qita) -> tuple[dict[str, Any], int]:
+    """Run every example of a page in order; the page's namespace afterwards and how many ran.
+
+    One namespace for the whole page, as a reader follows it: a snippet may use a name an
+    earlier example imported (the preset example uses MaxTokensCriteria from the one before).
+    """
     ran = 0
     namespace: dict[str, Any] = {"__name__": "seed_example"}
     for code in runnable_examples(blocks):
-        namespace, printed = run_example(code, namespace)
+        namespace, printed = run_example(code, namespace, port)
         namespace["__doc_code__"] = code
         check_example(namespace, printed)
         ran += 1
-    return ran
+    return namespace, ran
+
+
+def _run_all(blocks: list[str]) -> int:
+    return run_page(blocks)[1]
 
 
 def test_every_english_seed_example_runs_with_qitos_replaced_by_qita():
@@ -300,3 +213,70 @@ def test_the_extractor_runs_what_it_extracts():
     assert runnable_examples(cut)[0].startswith("from qitos.harness import resolve_family_preset")
     with pytest.raises(AssertionError, match="no later example completes it"):
         runnable_examples(["x = (", "y = 1"])
+
+
+# -- what the pages define, driving real runs --------------------------------------------------------
+#: page -> (where it is, how its examples are found, how many it has)
+PAGES = {"en": (SEED_EN, fenced_blocks, 16), "zh": (SEED_ZH, unfenced_blocks, 12)}
+
+
+def page_blocks(page: str) -> list[str]:
+    path, extract, _ = PAGES[page]
+    return extract(_seed(path))
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_seed_examples_also_run_importing_everything_from_qita(page):
+    # `from qita import ...` keeps working for every name the documents import
+    blocks = page_blocks(page)
+    rewritten = [to_top_level(b) for b in blocks]
+    assert not any(re.search(r"^from qita\.", b, re.M) for b in rewritten)
+    assert run_page(blocks, port=to_top_level)[1] == PAGES[page][2]
+
+
+def evidence_agent() -> ScriptedAgent:
+    """A scripted agent for the page's critic and criterion: a failing check, then evidence, answers."""
+    def bash(command):
+        return {"returncode": 1 if command == "verify --strict" else 0, "stdout": command}
+
+    script = [
+        step(("bash", {"command": "verify --strict"}), evidence=["e1"]),  # the critic asks for a retry
+        step(("bash", {"command": "verify"}), evidence=["e2"]),
+        step(final="draft answer"),  # final, but only 2 evidence items: the criterion keeps going
+        step(("bash", {"command": "collect"}), evidence=["e3"]),
+        step(final="answer with evidence"),
+    ] + [step(("bash", {"command": "idle"}))] * 5
+    return ScriptedAgent(script, tools={"bash": bash})
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_seed_critic_and_criterion_drive_a_run(page, tmp_path):
+    namespace, _ = run_page(page_blocks(page))
+    critic, criterion = namespace["VerificationCritic"](), namespace["MinEvidenceCriteria"](min_evidence=3)
+    with qita.TraceWriter(tmp_path / "run.jsonl", "seed") as writer:
+        result = qita.Engine(evidence_agent(), critics=[critic], trace=writer,
+                             stop_criteria=[criterion, qita.MaxRuntimeCriteria(max_runtime_seconds=300.0)],
+                             max_steps=10).run("...")
+    # step 0 is sent back by the critic, step 1 (the retry) passes, step 2 answers with only
+    # 2 evidence items so the criterion keeps going, step 3 collects the third while the draft
+    # answer is still set -> FINAL after 4 steps, before the second answer is ever given
+    assert (result.state.stop_reason, result.state.final_result, result.steps) == ("final", "draft answer", 4)
+    assert result.stop_detail == "evidence=3 >= min=3"
+    steps = of_type(read_records(tmp_path / "run.jsonl"), "step")
+    assert [s["critic_outputs"][0]["action"] for s in steps] == ["retry", "continue", "continue", "continue"]
+    assert steps[0]["critic_outputs"][0]["reason"] == "command failed with returncode=1"
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_seed_task_budget_caps_a_run(page):
+    namespace, _ = run_page(page_blocks(page))
+    task = namespace["task"]
+    assert isinstance(task, qita.Task) and task.budget.max_tokens == 8192
+    def fetching_agent() -> ScriptedAgent:
+        return ScriptedAgent([step(("bash", {"command": "fetch"}), tokens=(3000, 1000))] * 20,
+                             tools={"bash": lambda command: {"returncode": 0}})
+
+    result = fetching_agent().run(task=task, max_steps=50, return_state=True)
+    # 4,000 tokens a step: 8,000 after two steps is within 8,192, 12,000 after three is not
+    assert result.state.stop_reason == "budget_tokens" and result.steps == 3
+    assert fetching_agent().run(task=task) is None  # without return_state: the final result (none here)
