@@ -174,7 +174,9 @@ class ToolInvoked(CountCriterion):
     type = "tool_invoked"
 
     def __init__(self, id: str, tool: str, **kw: Any):
-        kw.setdefault("description", f"tool {tool!r} was invoked")
+        # the must-not-run form reads as what it requires, not as its opposite
+        kw.setdefault("description", f"tool {tool!r} was never invoked" if kw.get("max_count") == 0
+                      else f"tool {tool!r} was invoked")
         super().__init__(id, **kw)
         self.tool = tool
 
@@ -253,7 +255,8 @@ class CommandExecuted(CountCriterion):
 
     def __init__(self, id: str, pattern: str, *, tool: Optional[str] = None, exclude_pattern: Optional[str] = None,
                  **kw: Any):
-        kw.setdefault("description", f"command matching {pattern!r} ran")
+        kw.setdefault("description", f"no command matching {pattern!r} ran" if kw.get("max_count") == 0
+                      else f"command matching {pattern!r} ran")
         super().__init__(id, **kw)
         self.pattern = pattern
         self.tool = tool

@@ -13,6 +13,7 @@ from qita import (
     StopReason,
     ToolInvoked,
     TraceWriter,
+    criterion_from_spec,
 )
 from qita.agents import ScriptedAgent
 from qita.core import ToolCall, Trajectory
@@ -69,6 +70,12 @@ def test_max_count_zero_alone_is_the_must_not_run_form():
     with pytest.raises(ValueError, match="min_count <= max_count"):
         CommandExecuted("c", "x", min_count=1, max_count=0)
     _engine([must_not])  # armable for fail
+    # the spec form the docs show, and a description that says what is required
+    spec = criterion_from_spec({"id": "no_rm", "type": "command_executed", "pattern": "rm -rf", "max_count": 0})
+    assert (spec.min_count, spec.max_count) == (0, 0)
+    assert spec.description == "no command matching 'rm -rf' ran"
+    assert ToolInvoked("t", "rm", max_count=0).description == "tool 'rm' was never invoked"
+    assert CommandExecuted("c", "x").description == "command matching 'x' ran"
 
 
 def test_tool_invoked_live_and_final():
