@@ -59,11 +59,20 @@ class _Model(BaseModel):
         # A writer that spells an absent list, object or flag as null means "not given":
         # read it as the field's default rather than rejecting the record.
         if isinstance(data, dict):
-            drop = [name for name, f in cls.model_fields.items()
-                    if not f.is_required() and f.default is not None and data.get(f.alias or name, 0) is None]
+            keys = _DEFAULTED_KEYS.get(cls)
+            if keys is None:
+                # which keys have a non-null default depends only on the class, and this runs
+                # for every record and nested object a writer or the board validates
+                keys = _DEFAULTED_KEYS[cls] = tuple(f.alias or name for name, f in cls.model_fields.items()
+                                                    if not f.is_required() and f.default is not None)
+            drop = {k for k in keys if k in data and data[k] is None}
             if drop:
-                data = {k: v for k, v in data.items() if k not in {cls.model_fields[n].alias or n for n in drop}}
+                data = {k: v for k, v in data.items() if k not in drop}
         return data
+
+
+#: model class -> the keys `_null_means_absent` may drop (fields with a non-null default)
+_DEFAULTED_KEYS: dict[type, tuple[str, ...]] = {}
 
 
 #: Token buckets a budget may count (`Budget.tokens_counted`).

@@ -29,7 +29,15 @@ def snapshot(state: Any) -> dict[str, Any]:
         items = vars(state).items()
     else:
         return {"value": jsonable(state)}
-    return {k: jsonable(v) for k, v in items if not str(k).startswith("_") and k != "task"}
+    public = {k: v for k, v in items if not str(k).startswith("_") and k != "task"}
+    if all(isinstance(k, str) for k in public):
+        # One round trip for the whole state (it runs twice a step); a field that cannot be
+        # encoded sends it back to the field-by-field copy, where only that field becomes a repr.
+        try:
+            return orjson.loads(dumps_record(public))
+        except Exception:
+            pass
+    return {k: jsonable(v) for k, v in public.items()}
 
 
 def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -63,3 +63,17 @@ def test_worked_example_in_the_docs_validates_and_matches_the_example_file():
         types.append(rec["type"])
     assert types[0] == "run_start" and types[-1] == "run_end"
     assert set(types) == set(fmt.RECORD_TYPES)
+
+
+def test_null_means_the_default_for_fields_that_have_one():
+    # a writer spelling an absent list, object or flag as null gets the default, not a rejection;
+    # fields whose default is null keep their null, and unknown null fields are kept as given
+    step = fmt.RECORD_MODELS["step"].model_validate(
+        {"type": "step", "run_id": "r", "step": 0, "ts": "2026-01-01T00:00:00Z", "critic_outputs": None,
+         "tool_invocations": None, "retry": None, "decision": None, "custom": None,
+         "tokens": {"input": 1, "output": None}})
+    assert step.critic_outputs == [] and step.tool_invocations == [] and step.retry is False
+    assert step.decision is None and step.model_extra == {"custom": None}
+    again = fmt.RECORD_MODELS["step"].model_validate({"type": "step", "run_id": "r", "step": 1,
+                                                      "ts": "2026-01-01T00:00:00Z", "retry": True})
+    assert again.retry is True and again.critic_outputs == []

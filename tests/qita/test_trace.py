@@ -131,3 +131,23 @@ def test_interrupt_is_finalized_in_finally(trace_file):
     end = read_records(trace_file)[-1]
     assert end["type"] == "run_end" and end["status"] == "error" and end["stop_reason"] == "unrecoverable_error"
     assert "KeyboardInterrupt" in end["stop_detail"]
+
+
+def test_state_snapshots_survive_any_field():
+    # a snapshot is one round trip for the whole state; a field the encoder refuses
+    # (an integer over 64 bits) costs only that field, which becomes its repr
+    from qita.engine.snapshot import diff, snapshot
+
+    class State:
+        def __init__(self):
+            self.final_result = None
+            self.phase = {"name": "plan", "tags": {"a"}}
+            self.huge = 2 ** 70
+            self._private = "hidden"
+
+    taken = snapshot(State())
+    assert taken == {"final_result": None, "phase": {"name": "plan", "tags": ["a"]}, "huge": repr(2 ** 70)}
+    assert snapshot({1: "int key", "x": (1, 2)}) == {1: "int key", "x": [1, 2]}  # keys kept as they are
+    assert snapshot(42) == {"value": 42}
+    assert diff(taken, dict(taken, phase="act")) == {"phase": {"before": {"name": "plan", "tags": ["a"]},
+                                                                "after": "act"}}
