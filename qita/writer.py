@@ -85,10 +85,11 @@ class TraceWriter:
         """Write one record of `record_type` with `fields`; returns the record written."""
         record: dict[str, Any] = {"type": record_type, "run_id": self.run_id}
         record.update(fields)
-        if self.validate and record_type in RECORD_MODELS:
-            # Round-trip through JSON first so objects like enums and dataclasses validate.
-            RECORD_MODELS[record_type].model_validate(orjson.loads(dumps_record(record)))
         line = dumps_record(record)
+        if self.validate and record_type in RECORD_MODELS:
+            # Validate the line about to be written (read back from JSON, so enums and
+            # dataclasses validate as the reader will see them); it is encoded only once.
+            RECORD_MODELS[record_type].model_validate(orjson.loads(line))
         with self._lock:
             self._fh.write(line)
             self._fh.flush()
