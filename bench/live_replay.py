@@ -11,8 +11,13 @@ every run goes to its budget) writing a trace, i.e. what tracking every live cri
 at every tool call adds to a step. Run it with `--qita PATH` to time another checkout's
 `qita` package (e.g. one extracted with `git archive`) for a before/after figure.
 
+`--ab DIR,DIR,...` times several checkouts' `qita` in one process instead, alternating
+between them sample by sample and keeping each one's best CPU time, so that load from
+other processes on a shared machine hits every checkout alike (`.` is this checkout).
+
     python -m bench.live_replay --runs 10000 --steps 100
     python -m bench.live_replay --runs 0 --engine-runs 20 --steps 100 [--no-criteria] [--qita /tmp/before]
+    python -m bench.live_replay --runs 0 --engine-runs 5 --ab /tmp/before,. --samples 15 [--no-criteria]
 """
 
 from __future__ import annotations
@@ -92,6 +97,36 @@ def bench_engine(runs: int, steps: int, seed: int = 0, with_criteria: bool = Tru
     return {"seconds": seconds, "steps_per_s": runs * steps / seconds}
 
 
+def _qita_modules() -> list[str]:
+    return [m for m in sys.modules if m == "qita" or m.startswith("qita.")]
+
+
+def ab_engine(folders: list[str], runs: int, steps: int, samples: int, with_criteria: bool) -> dict[str, float]:
+    """Best CPU seconds per checkout for `runs` engine runs, samples alternating between checkouts."""
+    import importlib
+
+    loaded: dict[str, dict[str, Any]] = {}
+    for folder in folders:
+        # each checkout's qita is imported once and kept as its own set of modules
+        for name in _qita_modules():
+            del sys.modules[name]
+        path = str(Path(folder).resolve())
+        sys.path.insert(0, path)
+        importlib.import_module("qita.agents")
+        loaded[folder] = {m: sys.modules[m] for m in _qita_modules()}
+        sys.path.remove(path)
+    best = {folder: float("inf") for folder in folders}
+    for i in range(samples):
+        for folder in folders if i % 2 == 0 else folders[::-1]:
+            for name in _qita_modules():
+                del sys.modules[name]
+            sys.modules.update(loaded[folder])
+            started = time.process_time()
+            bench_engine(runs, steps, with_criteria=with_criteria)
+            best[folder] = min(best[folder], time.process_time() - started)
+    return best
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10_000, help="runs to replay (0: skip the replay figure)")
@@ -99,7 +134,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--engine-runs", type=int, default=0, help="engine runs to time (0: skip)")
     parser.add_argument("--no-criteria", action="store_true", help="time the engine runs without criteria")
     parser.add_argument("--qita", help="a folder holding another `qita` package to time instead of this one")
+    parser.add_argument("--ab", help="folders holding `qita` packages (comma-separated, `.` for this one) to time "
+                                     "against each other in CPU time")
+    parser.add_argument("--samples", type=int, default=15, help="alternating samples per checkout with --ab")
     args = parser.parse_args(argv)
+    if args.ab:
+        print(machine())
+        folders = [str(Path(__file__).resolve().parents[1]) if f == "." else f for f in args.ab.split(",")]
+        best = ab_engine(folders, args.engine_runs or 5, args.steps, args.samples, not args.no_criteria)
+        label = "no criteria" if args.no_criteria else "5 criteria"
+        for folder, seconds in best.items():
+            print(figure(f"engine {label}, {folder}", f"{(args.engine_runs or 5) * args.steps / seconds:,.0f} "
+                         f"steps per CPU-s (best of {args.samples})"))
+        return
     if args.qita:
         sys.path.insert(0, args.qita)
         for name in [m for m in sys.modules if m == "qita" or m.startswith("qita.")]:
