@@ -103,6 +103,17 @@ def _qita_modules() -> list[str]:
 
 def ab_engine(folders: list[str], runs: int, steps: int, samples: int, with_criteria: bool) -> dict[str, float]:
     """Best CPU seconds per checkout for `runs` engine runs, samples alternating between checkouts."""
+    original = {m: sys.modules[m] for m in _qita_modules()}
+    try:
+        return _alternate(folders, runs, steps, samples, with_criteria)
+    finally:
+        # the caller's own qita comes back, whichever checkout was timed last
+        for name in _qita_modules():
+            del sys.modules[name]
+        sys.modules.update(original)
+
+
+def _alternate(folders: list[str], runs: int, steps: int, samples: int, with_criteria: bool) -> dict[str, float]:
     import importlib
 
     loaded: dict[str, dict[str, Any]] = {}
