@@ -9,7 +9,7 @@ from urllib.parse import quote
 import httpx
 
 from qita.demo import EXPERIMENT, run_demo
-from tests.browser.test_hostile_pages import DOM_PROBE
+from tests.browser.test_hostile_pages_browser import DOM_PROBE
 from tests.conftest import write_jsonl
 
 

@@ -1,8 +1,6 @@
-"""Hostile traces on the pages other branches add: compare (with a filled pairs table), pair,
-upload results and warnings, the login page's errors, exports, JSON twins.
-
-Each test skips, with the reason, only while its route answers 404 in this branch; after
-the merge they must pass. The detection is the same as in test_hostile_pages.py.
+"""Hostile traces on compare (with a filled pairs table), pair, upload results and
+warnings, the login page's errors, exports and JSON twins, in real Chromium. The detection
+is the same as in test_hostile_pages_browser.py.
 """
 
 from __future__ import annotations
@@ -16,8 +14,8 @@ import pytest
 
 from app.paths import TEMPLATES
 from app.urls import encode_run_id
-from tests.browser.test_hostile_pages import PAYLOADS, SERVER_PATH, Visitor, hostile_trace  # noqa: F401
-from tests.browser.test_hostile_pages import hostile, visitor  # noqa: F401  (fixtures)
+from tests.browser.test_hostile_pages_browser import PAYLOADS, SERVER_PATH, Visitor, hostile_trace  # noqa: F401
+from tests.browser.test_hostile_pages_browser import hostile, visitor  # noqa: F401  (fixtures)
 from tests.conftest import write_jsonl
 
 #: One experiment, two variants, a task per payload in each: so the compare table has rows.
@@ -25,14 +23,10 @@ EXPERIMENT = PAYLOADS[0] + "#pairs"
 VARIANT_A, VARIANT_B = PAYLOADS[1] + "#va", PAYLOADS[4] + "#vb"
 
 
-def skip_if_missing(url: str) -> httpx.Response:
-    """GET `url`; skip the test when the route is not in this branch yet."""
+def fetch(url: str) -> httpx.Response:
+    """GET `url`; the route must exist (a 404 "no such page" fails the test, never skips it)."""
     r = httpx.get(url, timeout=30)
-    if r.status_code == 404 and "no such page" in r.text:
-        route = "/" + url.split("/", 3)[-1].split("?")[0]
-        if route.startswith("/runs/"):
-            route = "/runs/{id}/" + route.rsplit("/", 1)[-1]
-        pytest.skip(f"{route} is not in this branch yet (404): runs after the merge")
+    assert not (r.status_code == 404 and "no such page" in r.text), f"no route for {url}"
     return r
 
 
@@ -63,7 +57,7 @@ def hostile_pairs(ingest, tmp_path):
 
 def test_compare_table_and_its_pair_links_run_no_script(hostile_pairs, live_server, visitor):
     base = live_server.url
-    skip_if_missing(base + "/compare")
+    fetch(base + "/compare")
     query = f"experiment={quote(EXPERIMENT, safe='')}&a={quote(VARIANT_A, safe='')}&b={quote(VARIANT_B, safe='')}"
     visitor.visit(f"{base}/compare?{query}", "compare table", expand=True)
     own_charts = visitor.page.locator("svg.bars").count()  # the board's own svg, which the detector must let be
@@ -124,7 +118,7 @@ def test_json_twins_are_never_html(hostile, live_server):
 
 def test_compare_page_runs_no_script(hostile, live_server, visitor):
     base = live_server.url
-    skip_if_missing(base + "/compare")
+    fetch(base + "/compare")
     visitor.visit(base + "/compare", "compare", expand=True)
     p = PAYLOADS[1]
     visitor.visit(f"{base}/compare?experiment={quote(p + '#exp')}", "compare with experiment", expand=True)
@@ -137,7 +131,7 @@ def test_compare_page_runs_no_script(hostile, live_server, visitor):
 def test_pair_view_runs_no_script(hostile, live_server, visitor):
     base = live_server.url
     a, b = PAYLOADS[0], PAYLOADS[1]
-    skip_if_missing(f"{base}/pair?a={quote(a, safe='')}&b={quote(b, safe='')}")
+    fetch(f"{base}/pair?a={quote(a, safe='')}&b={quote(b, safe='')}")
     for x, y in [(a, b), (PAYLOADS[4], PAYLOADS[7]), (PAYLOADS[3], PAYLOADS[8])]:
         visitor.visit(f"{base}/pair?a={quote(x, safe='')}&b={quote(y, safe='')}", f"pair {x!r} {y!r}", expand=True)
     assert visitor.dialogs == []
@@ -146,7 +140,7 @@ def test_pair_view_runs_no_script(hostile, live_server, visitor):
 
 def test_upload_result_runs_no_script(live_server, visitor, tmp_path):
     base = live_server.url
-    skip_if_missing(base + "/upload")
+    fetch(base + "/upload")
     trace = hostile_trace(tmp_path / "<img src=x onerror=window.__xss(20)>.jsonl")
     bad = tmp_path / "bad-<svg onload=window.__xss(21)>.jsonl"
     bad.write_bytes(b'{"type":"step","run_id":"<script>window.__xss(22)</script>","step":"<b>x</b>"}\n<script>x</script>\n')
@@ -173,7 +167,7 @@ def test_upload_result_runs_no_script(live_server, visitor, tmp_path):
 def test_html_export_opened_from_disk_runs_no_script(hostile, live_server, visitor, tmp_path, index):
     run_id = PAYLOADS[index]
     url = f"{live_server.url}/runs/{encode_run_id(run_id)}/export.html"
-    r = skip_if_missing(url)
+    r = fetch(url)
     assert r.status_code == 200
     saved = tmp_path / f"export-{index}.html"
     saved.write_bytes(r.content)
@@ -189,7 +183,7 @@ def test_html_export_opened_from_disk_runs_no_script(hostile, live_server, visit
 
 def test_jsonl_export_is_not_html_and_names_no_server_path(hostile, live_server, tmp_path):
     run_id = PAYLOADS[2]
-    r = skip_if_missing(f"{live_server.url}/runs/{encode_run_id(run_id)}/export.jsonl")
+    r = fetch(f"{live_server.url}/runs/{encode_run_id(run_id)}/export.jsonl")
     assert r.status_code == 200
     assert "html" not in r.headers["content-type"]
     assert r.headers["x-content-type-options"] == "nosniff"
@@ -197,7 +191,7 @@ def test_jsonl_export_is_not_html_and_names_no_server_path(hostile, live_server,
 
 
 def test_the_markup_detector_tells_the_boards_charts_from_injected_markup(page):
-    from tests.browser.test_hostile_pages import DOM_PROBE
+    from tests.browser.test_hostile_pages_browser import DOM_PROBE
 
     own = '<main><svg class="bars" role="img" aria-label="&lt;svg onload=x&gt;"><rect class="bar-a"></rect></svg></main>'
     page.set_content(own)

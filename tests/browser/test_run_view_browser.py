@@ -1,4 +1,4 @@
-"""Run view fixes in real Chromium: lane marks and step links reach steps not yet loaded,
+"""The run view in real Chromium: lane marks and step links reach steps not yet loaded,
 j / k at both ends of the loaded block, lazily loaded run-level values, and every page
 fitting 1280 px with long unbroken trace strings."""
 

@@ -1,5 +1,5 @@
-"""Run view and list fixes found by QA: absent fields stay absent, the lane groups long
-runs, trace data outside steps is shown, early-stop wording, live wording, formats."""
+"""The run view and the runs list: absent fields stay absent, the lane groups long runs,
+trace data outside steps is shown, early-stop and live wording, number formats."""
 
 from __future__ import annotations
 
