@@ -6,7 +6,8 @@
   the others are advisory); any other run passes when every gating criterion passes; a
   run with no graded criteria is `not_graded`. A run that has not finished has no
   verdict (it is never shown as passing).
-- Totals: the run_end's figures win over the sums of the steps. Tokens count each token
+- Totals: the run_end's figures win over the sums of the steps (tool calls: the steps'
+  calls, for producers that do not count them, e.g. QitOS). Tokens count each token
   once (`input` includes the cache buckets); `agent_elapsed_s` and `agent_cost_usd`
   default to `elapsed_s` and `cost_usd` when the run does not tell them apart.
 - State: a run with `run_end` is `finished`; without it, `running` while records keep
@@ -18,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Optional
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, func, select, text, update
 from sqlalchemy.engine import Connection
 
 from .models import RUNS, STEPS, CRITERIA, EARLY
@@ -108,6 +109,28 @@ def _end_num(end: dict[str, Any], key: str) -> Optional[float]:
     return None
 
 
+def _dispatched_actions(conn: Connection, pk: int) -> Optional[int]:
+    """The tool calls a run's steps made, or None when no step lists any. Per step the
+    same rule as the lab's `app.lab.state.step_tool_calls`: `actions`, else
+    `decision.actions`, else `tool_invocations` (QitOS). Summed in SQL so the step records
+    never come into Python."""
+    if conn.dialect.name == "postgresql":
+        # the step record is stored as the line's text (the raw view): cast to json (not
+        # jsonb, which would refuse a \u0000 the line may hold)
+        def length(path: str) -> str:
+            return (f"CASE WHEN json_typeof(record::json#>'{{{path}}}') = 'array' "
+                    f"THEN json_array_length(record::json#>'{{{path}}}') END")
+    else:
+        def length(path: str) -> str:
+            return (f"CASE WHEN json_type(record, '$.{path.replace(',', '.')}') = 'array' "
+                    f"THEN json_array_length(record, '$.{path.replace(',', '.')}') END")
+    per_step = (f"CASE WHEN {length('actions')} > 0 THEN {length('actions')} "
+                f"WHEN {length('decision,actions')} > 0 THEN {length('decision,actions')} "
+                f"ELSE {length('tool_invocations')} END")
+    value = conn.execute(text(f"SELECT sum({per_step}) FROM steps WHERE run_pk = :pk"), {"pk": pk}).scalar()
+    return int(value) if value is not None else None
+
+
 #: Verdicts a run may record; `error` means it never produced a gradeable attempt.
 RECORDED_VERDICTS = ("pass", "fail", "error", "not_graded")
 
@@ -155,6 +178,9 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     agent_elapsed = _end_num(end, "agent_elapsed_s") if "agent_elapsed_s" in end else elapsed
     tool_calls = end.get("tool_calls") if isinstance(end.get("tool_calls"), int) \
         and not isinstance(end.get("tool_calls"), bool) else None
+    if tool_calls is None and has_end and n_steps:
+        # Only once the run has ended: the sum reads every step record of the run.
+        tool_calls = _dispatched_actions(conn, pk)
 
     early = conn.execute(select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == pk)).first()
     early_stopped = early is not None

@@ -474,3 +474,23 @@ def test_an_end_before_the_start_gives_no_duration_and_a_disabled_switch_arms_no
     # early_stop.enabled is false: nothing is armed, so the run is gated on every gating criterion
     r = run_row(engine, "off")
     assert (r["verdict"], r["gated_on"]) == ("fail", "all")
+
+
+def test_tool_calls_are_the_dispatched_actions_unless_the_run_end_counts_them(ingest, engine, tmp_path):
+    # QitOS and older qita traces do not count tool calls in run_end: the steps' calls are
+    # counted instead: `actions` (the trace format's "tool calls dispatched"), else
+    # `decision.actions`, else `tool_invocations`: 2 + 0 + 1 + 2 + 1 = 6.
+    call = {"name": "shell", "args": {"cmd": "ls"}}
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("counted"), step("counted", 0, actions=[call, call]), end("counted", tool_calls=7),
+        start("summed"), step("summed", 0, actions=[call, call]), step("summed", 1, actions=[]),
+        step("summed", 2, actions=[call]), step("summed", 3), step("summed", 4, decision={"actions": [call, call]}),
+        step("summed", 5, tool_invocations=[{"tool_name": "shell"}]), end("summed"),
+        start("none"), step("none", 0), end("none"),
+        start("open"), step("open", 0, actions=[call]),
+    ])
+    assert ingest(path).ok
+    assert run_row(engine, "counted")["tool_calls"] == 7
+    assert run_row(engine, "summed")["tool_calls"] == 6
+    assert run_row(engine, "none")["tool_calls"] is None
+    assert run_row(engine, "open")["tool_calls"] is None  # counted once the run has ended
