@@ -22,6 +22,7 @@ from typing import Any, Optional
 from sqlalchemy import and_, func, select, text, update
 from sqlalchemy.engine import Connection
 
+from . import search
 from .models import RUNS, STEPS, CRITERIA, EARLY
 
 
@@ -117,8 +118,11 @@ def _dispatched_actions(conn: Connection, pk: int) -> Optional[int]:
     if conn.dialect.name == "postgresql":
         # the step record is stored as the line's text (the raw view): cast to json (not
         # jsonb, which would refuse a \u0000 the line may hold)
+        # A line holding \u0000 (stored as written) cannot be read as json by PostgreSQL:
+        # such a step counts no calls rather than failing the batch.
         def length(path: str) -> str:
-            return (f"CASE WHEN json_typeof(record::json#>'{{{path}}}') = 'array' "
+            return (f"CASE WHEN strpos(record, '\\u0000') > 0 THEN NULL "
+                    f"WHEN json_typeof(record::json#>'{{{path}}}') = 'array' "
                     f"THEN json_array_length(record::json#>'{{{path}}}') END")
     else:
         def length(path: str) -> str:
@@ -223,6 +227,7 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         state=state,
         updated_at=now,
     ))
+    search.index_run(conn, pk, run)
 
 
 def sweep_abandoned(conn: Connection, *, now: datetime, abandon_after_s: float) -> int:

@@ -327,10 +327,32 @@ class LabDecision(SQLModel, table=True):
     source: Optional[str] = Field(default=None, max_length=20)
 
 
-#: SQLite only (migration 0003): the FTS5 trigram index behind the runs list's search, and
-#: the columns it holds. A virtual table and triggers, so not part of the metadata above.
-RUN_SEARCH_TABLE = "runs_fts"
-RUN_SEARCH_COLUMNS = ("run_id", "task_id", "objective", "final_result", "stop_detail")
+class RunSearchText(SQLModel, table=True):
+    """One distinct searchable text of a run, masked as pages show it (app.search)."""
+
+    __tablename__ = "run_search"
+    __table_args__ = (UniqueConstraint("run_pk", "digest", name="uq_run_search_run_digest"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_pk: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    #: a short digest of `text`, so the same text is held once per run
+    digest: str = Field(max_length=16)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class RunSearchMark(SQLModel, table=True):
+    """How far app.search has read a run's step and critic rows (their last ids)."""
+
+    __tablename__ = "run_search_marks"
+
+    run_pk: int = Field(foreign_key="runs.id", primary_key=True, ondelete="CASCADE")
+    step_id: int = 0
+    critic_id: int = 0
+
+
+#: SQLite only (migration 0010): the FTS5 trigram index over `run_search.text` behind the
+#: runs list's search. A virtual table and triggers, so not part of the metadata above.
+RUN_SEARCH_TABLE = "run_search_fts"
 
 
 def include_name(name: Optional[str], type_: str, parent_names: dict[str, Any]) -> bool:
@@ -358,3 +380,5 @@ UPLOADS = Upload.__table__
 UPLOAD_RUNS = UploadRun.__table__
 LAB_RUNS = LabRun.__table__
 LAB_DECISIONS = LabDecision.__table__
+RUN_SEARCH = RunSearchText.__table__
+RUN_SEARCH_MARKS = RunSearchMark.__table__

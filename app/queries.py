@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import orjson
-from sqlalchemy import and_, case, column, exists, func, literal_column, or_, select, table
+from sqlalchemy import and_, case, exists, func, select
 from sqlmodel import Session
 
 from qita.engine.critic import ACTION_RANK
 
-from .models import RUN_SEARCH_COLUMNS, RUN_SEARCH_TABLE
+from . import search
 from .present import critic_patches, live_verdict_items
 from .secrets import cut_text
 from .models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
@@ -76,23 +76,11 @@ class RunFilters:
         return out
 
 
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 # -- search -------------------------------------------------------------------------------
-# `q` is a case-insensitive substring of run_id, task_id, objective, final_result or
-# stop_detail. `ILIKE '%q%'` reads every run (about 300 ms at 100,000 runs). On SQLite
-# an FTS5 trigram index (migration 0003, kept in sync by triggers) gives the runs that
-# hold q's trigrams; the same ILIKE then re-checks only those. The index folds case
-# for all of Unicode, ILIKE on SQLite only for ASCII, so the index's set is a superset
-# and the re-check keeps the results exactly what ILIKE alone gives. Trigrams need q of
-# three characters or more; shorter q, databases without the index and PostgreSQL use
-# the ILIKE alone.
-_SEARCH_INDEX: dict[tuple, bool] = {}
-_SQLITE_MASTER = table("sqlite_master", column("type"), column("name"))
-_FTS = table(RUN_SEARCH_TABLE, column("rowid"))
-_SEARCH_MIN_CHARS = 3
+# `q` is a case-insensitive substring of one of a run's searchable texts, masked as pages
+# show them (app.search: run fields, critic reasons, tool names, error texts). On SQLite
+# an FTS5 trigram index gives candidate texts and the same ILIKE re-checks them; shorter
+# q, databases without the index and PostgreSQL use the ILIKE alone.
 #: Rows a page may be expected to walk along the sort index, checking each with ILIKE
 #: (about 3 µs a row at 100,000 runs), before the search index is the cheaper way to a
 #: page. The estimate assumes matches spread evenly; when they cluster at the far end the
@@ -100,28 +88,8 @@ _SEARCH_MIN_CHARS = 3
 _WALK_ROWS = 2_000
 
 
-def _has_search_index(session: Session) -> bool:
-    bind = session.get_bind()
-    if bind.dialect.name != "sqlite":
-        return False
-    key = (id(bind), str(bind.url))
-    found = _SEARCH_INDEX.get(key)
-    if found is None:
-        found = _SEARCH_INDEX[key] = session.execute(
-            select(func.count()).select_from(_SQLITE_MASTER)
-            .where(_SQLITE_MASTER.c.type == "table", _SQLITE_MASTER.c.name == RUN_SEARCH_TABLE)).scalar_one() > 0
-    return found
-
-
 def _search(session: Optional[Session], q: str, use_index: bool = True) -> Any:
-    pattern = f"%{_escape_like(q)}%"
-    plain = or_(*[RUNS.c[name].ilike(pattern, escape="\\") for name in RUN_SEARCH_COLUMNS])
-    if not use_index or session is None or len(q) < _SEARCH_MIN_CHARS or not _has_search_index(session):
-        return plain
-    # One quoted FTS5 string: operators (AND, NEAR, *, parentheses) inside it are plain text.
-    phrase = '"' + q.replace('"', '""') + '"'
-    candidates = select(_FTS.c.rowid).where(literal_column(RUN_SEARCH_TABLE).op("MATCH")(phrase))
-    return and_(RUNS.c.id.in_(candidates), plain)
+    return search.condition(session, q, use_index=use_index)
 
 
 def _where(f: RunFilters, session: Optional[Session] = None, use_index: bool = True) -> list[Any]:

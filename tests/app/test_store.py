@@ -29,9 +29,9 @@ def test_the_comparison_skips_only_the_search_index(engine):
     with engine.connect() as conn:
         tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
     skipped = {t for t in tables if not include_name(t, "table", {})}
-    assert "runs_fts" in skipped and "runs_fts_data" in skipped
-    assert all(t == "runs_fts" or t.startswith("runs_fts_") for t in skipped)
-    assert include_name("runs", "table", {}) and include_name("runs_ftsx", "table", {})
+    assert "run_search_fts" in skipped and "run_search_fts_data" in skipped
+    assert all(t == "run_search_fts" or t.startswith("run_search_fts_") for t in skipped)
+    assert include_name("run_search", "table", {}) and include_name("run_search_ftsx", "table", {})
 
 
 def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(engine):

@@ -1,6 +1,6 @@
 """The runs list's search through the SQLite FTS5 trigram index gives exactly the runs the
 plain case-insensitive substring filter gives (Unicode, LIKE wildcards, quotes, FTS5
-operators), and triggers keep the index in step with inserts, updates and deletes.
+operators), and the index follows the searchable texts as they are added and deleted.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
-from app import queries
+from app import queries, search
 from app.queries import RunFilters, list_runs
 
 TEXTS = {
@@ -54,6 +54,13 @@ def insert(conn, rid: str, objective, result) -> None:
         "closed, early_stopped, steps, retries, objective, final_result, updated_at) VALUES "
         "(:r, :t, 0, 'qita', 'finished', 0, 1, 1, 1, 0, 1, 0, :o, :f, CURRENT_TIMESTAMP)"),
         {"r": f"run-{rid}", "t": f"task-{rid}", "o": objective, "f": result})
+    index(conn, f"run-{rid}")
+
+
+def index(conn, run_id: str) -> None:
+    """What the ingest does after each batch (app.derive): add the run's searchable texts."""
+    run = conn.execute(text("SELECT * FROM runs WHERE run_id = :r"), {"r": run_id}).mappings().first()
+    search.index_run(conn, run["id"], run)
 
 
 @pytest.fixture
@@ -75,9 +82,9 @@ def found(engine, q: str) -> set[str]:
 
 def test_the_search_index_exists_and_is_used(filled):
     with Session(filled) as s:
-        assert queries._has_search_index(s)
+        assert search.has_index(s)
         sql = str(queries._search(s, "école").compile())
-    assert "runs_fts MATCH" in sql and "lower(" in sql  # the index, then the same ILIKE re-check
+    assert "run_search_fts MATCH" in sql and "lower(" in sql  # the index, then the same ILIKE re-check
 
 
 @pytest.mark.parametrize("q", QUERIES)
@@ -96,30 +103,33 @@ def test_a_few_results_worked_out_by_hand(filled):
     # Non-ASCII letters do not fold in SQLite's LIKE: the index proposes run-u1, the re-check drops it.
     assert found(filled, "ÜNÏ") == set()
     with filled.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM runs_fts WHERE runs_fts MATCH '\"ÜNÏ\"'")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM run_search_fts WHERE run_search_fts MATCH '\"ÜNÏ\"'")).scalar() == 1
     assert found(filled, "done") == {"run-pct", "run-u2"}
 
 
-def test_triggers_follow_inserts_updates_and_deletes(filled):
+def test_the_index_follows_new_texts_and_deleted_runs(filled):
     assert found(filled, "zebra crossing") == set()
     with filled.begin() as conn:
         insert(conn, "new", "a zebra crossing", None)
+        # a changed objective is a new text of the run: both are found (texts are only added)
         conn.execute(text("UPDATE runs SET objective = 'no longer cats', updated_at = '2099-01-01' WHERE run_id = 'run-and'"))
+        index(conn, "run-and")
+        conn.execute(text("DELETE FROM run_search WHERE run_pk = (SELECT id FROM runs WHERE run_id = 'run-star')"))
         conn.execute(text("DELETE FROM runs WHERE run_id = 'run-star'"))
     assert found(filled, "zebra crossing") == {"run-new"}
-    assert found(filled, "dogs") == set()
     assert found(filled, "longer cat") == {"run-and"}
     assert found(filled, "power") == set()
     with filled.connect() as conn:
         # the index agrees with its content table (FTS5's own consistency check raises if not)
-        conn.execute(text("INSERT INTO runs_fts(runs_fts) VALUES ('integrity-check')"))
-        assert conn.execute(text("SELECT count(*) FROM runs_fts WHERE runs_fts MATCH '\"power\"'")).scalar() == 0
+        conn.execute(text("INSERT INTO run_search_fts(run_search_fts) VALUES ('integrity-check')"))
+        assert conn.execute(text("SELECT count(*) FROM run_search_fts WHERE run_search_fts MATCH '\"power\"'")).scalar() == 0
 
 
-def test_an_unchanged_text_is_not_reindexed(filled):
-    """The ingest rewrites derived columns every batch; only text changes touch the index."""
+def test_an_unchanged_run_adds_nothing(filled):
+    """The ingest indexes every run a batch touched; texts it already holds are not added again."""
     with filled.begin() as conn:
-        before = conn.execute(text("SELECT count(*) FROM runs_fts_data")).scalar()
-        conn.execute(text("UPDATE runs SET objective = objective, steps = steps + 1"))
-        after = conn.execute(text("SELECT count(*) FROM runs_fts_data")).scalar()
+        before = conn.execute(text("SELECT count(*) FROM run_search")).scalar()
+        for rid in TEXTS:
+            index(conn, f"run-{rid}")
+        after = conn.execute(text("SELECT count(*) FROM run_search")).scalar()
     assert after == before

@@ -1,0 +1,173 @@
+"""The runs list's search: what it finds, and only as a page would show it.
+
+Search runs over `run_search`, one row per distinct text of a run, each **masked** the way
+pages mask it (app.secrets) before it is stored: a query can then never match inside a
+value that is shown masked, so search is no oracle for secrets (the raw columns, which
+still hold them, are never searched). What a run is found by:
+
+- its run id, task id, objective, final result, stop detail and verdict reason;
+- every critic's reason and action (`q=returncode` finds the run whose critic said so);
+- every step's tool names and error texts (`app.walk.step_errors`).
+
+Each run field is cut to `TEXT_CHARS` where no secret is split, then masked; a batch's
+critic and step texts go in as one masked document (see `index_run`). Rows are added as
+records arrive (app.derive calls `index_run` for every run a batch touched, inside the
+batch's transaction), from the step and critic rows after the run's marks, so each row
+is read once. Duplicates are kept out by a digest per run.
+
+On SQLite with FTS5's trigram tokenizer, `run_search_fts` (migration 0010, kept by
+triggers) gives candidate rows for a q of three characters or more; the same
+case-insensitive LIKE re-checks them, so results are what the LIKE alone gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterable, Optional
+
+import orjson
+from sqlalchemy import and_, column, exists, func, literal_column, select, table
+from sqlalchemy.engine import Connection
+
+from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_SEARCH_TABLE, RUNS, STEPS
+from .secrets import cut_point, mask_text
+
+#: The run's own fields that search finds it by.
+RUN_FIELDS = ("run_id", "task_id", "objective", "final_result", "stop_detail", "verdict_reason")
+#: How much of one text is searchable: a page shows 2,000 characters of an objective.
+TEXT_CHARS = 4096
+#: Trigrams need three characters; a shorter q uses the LIKE alone.
+MIN_INDEX_CHARS = 3
+
+_FTS = table(RUN_SEARCH_TABLE, column("rowid"))
+_SQLITE_MASTER = table("sqlite_master", column("type"), column("name"))
+_HAS_INDEX: dict[tuple, bool] = {}
+
+
+def searchable(value: Any) -> Optional[str]:
+    """`value` as search holds it: cut where no secret is split, masked; None when empty."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return mask_text(_cut(value))
+
+
+def _cut(value: str) -> str:
+    """`value` cut to about TEXT_CHARS where no secret is split (a cut secret's prefix
+    would escape the masking and be searchable)."""
+    return value if len(value) <= TEXT_CHARS else value[:cut_point(value, 0, TEXT_CHARS)]
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _names(record: dict[str, Any]) -> Iterable[Any]:
+    """The tool names a step holds, wherever a producer put them (search wants them all;
+    `app.lab.state.step_tool_calls` picks one list by precedence, which costs more)."""
+    decision = record.get("decision")
+    for calls in (record.get("actions"), decision.get("actions") if isinstance(decision, dict) else None,
+                  record.get("tool_invocations")):
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, dict):
+                    yield call.get("name") or call.get("tool_name")
+
+
+def _step_texts(record_text: Optional[str]) -> list[Any]:
+    # walk reads through app.queries, which imports this module
+    from .walk import _MAY_FAIL, step_errors
+
+    if not record_text:
+        return []
+    try:
+        record = orjson.loads(record_text)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(record, dict):
+        return []
+    texts: list[Any] = list(_names(record))
+    if _MAY_FAIL.search(record_text):  # one regex pass instead of walking every step's results
+        texts += step_errors(record)
+    return texts
+
+
+def _insert_ignoring_duplicates(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    conn.execute(insert(RUN_SEARCH).on_conflict_do_nothing(index_elements=["run_pk", "digest"]), rows)
+
+
+def index_run(conn: Connection, pk: int, run: Any) -> None:
+    """Add the searchable texts of run `pk` that arrived since its marks (`run`: its row).
+
+    The run's fields are one text each (a run is found by its id or objective alone). What
+    its new steps and critics hold goes in as one document per call: their distinct texts,
+    one per line, masked in one pass. Per text, masking and an index row cost ~40 µs
+    (measured on 80-character critic reasons), three critics a step; one document per
+    batch costs a fraction of that. No secret holds a line break (app.secrets), so joining
+    lines hides none."""
+    mark = conn.execute(select(RUN_SEARCH_MARKS.c.step_id, RUN_SEARCH_MARKS.c.critic_id)
+                        .where(RUN_SEARCH_MARKS.c.run_pk == pk)).first()
+    step_after, critic_after = (mark[0], mark[1]) if mark else (0, 0)
+    lines: dict[str, None] = {}
+    last_critic = critic_after
+    for cid, action, reason in conn.execute(
+            select(CRITICS.c.id, CRITICS.c.action, CRITICS.c.reason)
+            .where(CRITICS.c.run_pk == pk, CRITICS.c.id > critic_after).order_by(CRITICS.c.id)):
+        for value in (action, reason):
+            if isinstance(value, str) and value:
+                lines[_cut(value)] = None
+        last_critic = cid
+    last_step = step_after
+    for sid, record in conn.execute(
+            select(STEPS.c.id, func.coalesce(STEPS.c.preview, STEPS.c.record))
+            .where(STEPS.c.run_pk == pk, STEPS.c.id > step_after).order_by(STEPS.c.id)):
+        for value in _step_texts(record):
+            if isinstance(value, str) and value:
+                lines[_cut(value)] = None
+        last_step = sid
+    texts = [searchable(run[name]) for name in RUN_FIELDS]
+    if lines:
+        texts.append(mask_text("\n".join(lines)))
+    rows = {(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts if t}
+    if rows:
+        _insert_ignoring_duplicates(conn, list(rows.values()))
+    if mark is None:
+        conn.execute(RUN_SEARCH_MARKS.insert().values(run_pk=pk, step_id=last_step, critic_id=last_critic))
+    elif (last_step, last_critic) != (step_after, critic_after):
+        conn.execute(RUN_SEARCH_MARKS.update().where(RUN_SEARCH_MARKS.c.run_pk == pk)
+                     .values(step_id=last_step, critic_id=last_critic))
+
+
+def has_index(conn: Any) -> bool:
+    """Whether this database has the trigram index (SQLite with FTS5's trigram tokenizer)."""
+    bind = conn.get_bind() if hasattr(conn, "get_bind") else conn.engine
+    if bind.dialect.name != "sqlite":
+        return False
+    key = (id(bind), str(bind.url))
+    found = _HAS_INDEX.get(key)
+    if found is None:
+        found = _HAS_INDEX[key] = conn.execute(
+            select(func.count()).select_from(_SQLITE_MASTER)
+            .where(_SQLITE_MASTER.c.type == "table", _SQLITE_MASTER.c.name == RUN_SEARCH_TABLE)).scalar_one() > 0
+    return found
+
+
+def escape_like(q: str) -> str:
+    return q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def condition(conn: Any, q: str, *, use_index: bool = True) -> Any:
+    """A WHERE condition on `runs`: the runs one of whose searchable texts holds `q`
+    (case-insensitive). `use_index=False` checks run by run (a short walk of a sort index
+    that a common q fills a page within)."""
+    pattern = f"%{escape_like(q)}%"
+    like = RUN_SEARCH.c.text.ilike(pattern, escape="\\")
+    if not use_index or conn is None or len(q) < MIN_INDEX_CHARS or not has_index(conn):
+        return exists().where(RUN_SEARCH.c.run_pk == RUNS.c.id, like)
+    # One quoted FTS5 string: operators (AND, NEAR, *, parentheses) inside it are plain text.
+    phrase = '"' + q.replace('"', '""') + '"'
+    candidates = select(_FTS.c.rowid).where(literal_column(RUN_SEARCH_TABLE).op("MATCH")(phrase))
+    return RUNS.c.id.in_(select(RUN_SEARCH.c.run_pk).where(and_(RUN_SEARCH.c.id.in_(candidates), like)))

@@ -1,0 +1,68 @@
+"""The runs list's search (app.search): what a run is found by, and never by a masked secret."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+
+from tests.conftest import write_jsonl
+
+pytestmark = pytest.mark.both_backends
+
+KEY = "AKIAIOSFODNN7EXAMPLE"
+SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY"
+PASSWORD = "s3cretPassw0rdValue"
+
+
+def found(client, q: str) -> set[str]:
+    return {r["run_id"] for r in client.get("/api/runs", params={"q": q, "limit": 500}).json()["data"]}
+
+
+@pytest.fixture
+def runs(tmp_path, ingest):
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        {"type": "run_start", "run_id": "leaky", "objective": f"deploy with {KEY} and DB_PASSWORD=hunter2hunter2"},
+        {"type": "step", "run_id": "leaky", "step": 0,
+         "critic_outputs": [{"critic": "c", "action": "continue", "reason": f"found aws_secret_access_key = {SECRET}"}],
+         "action_results": [{"error": f"login failed for postgresql://admin:{PASSWORD}@db/prod"}]},
+        {"type": "run_end", "run_id": "leaky", "status": "completed", "stop_reason": "final",
+         "final_result": "token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"},
+        {"type": "run_start", "run_id": "walker", "objective": "fix the bug"},
+        {"type": "step", "run_id": "walker", "step": 0,
+         "actions": [{"name": "run_pytest_suite", "args": {}}],
+         "action_results": [{"error": "ModuleNotFoundError: no module named zebra"}],
+         "critic_outputs": [{"critic": "verifier", "action": "retry", "reason": "pytest returncode was 1"}]},
+        {"type": "step", "run_id": "walker", "step": 1,
+         "tool_invocations": [{"tool_name": "open_browser_tab", "status": "ok"}]},
+        {"type": "run_end", "run_id": "walker", "status": "completed", "stop_reason": "final"},
+    ])
+    assert ingest(path).ok
+
+
+def test_critic_reasons_tool_names_and_error_texts_are_searchable(runs, client):
+    assert found(client, "returncode") == {"walker"}
+    assert found(client, "RETURNCODE WAS") == {"walker"}  # case-insensitive
+    assert found(client, "run_pytest") == {"walker"}
+    assert found(client, "open_browser_tab") == {"walker"}  # a QitOS-style invocation's name
+    assert found(client, "zebra") == {"walker"}  # an action result's error
+    assert found(client, "fix the") == {"walker"}
+    assert found(client, "deploy") == {"leaky"}
+
+
+def test_no_query_reads_a_masked_secret(runs, client):
+    # The page shows the objective masked; no prefix of the key, nor of the password or
+    # token, finds the run, so search cannot recover them character by character.
+    for secret in (KEY, "hunter2hunter2", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", SECRET, PASSWORD):
+        for n in (3, 4, 8, len(secret)):
+            assert found(client, secret[:n]) == set(), secret[:n]
+        # the next character after a known prefix is never told apart either
+        assert all(found(client, secret[:4] + c) == set() for c in string.ascii_uppercase + string.digits)
+    # the mask itself is what the page shows, so it may be found
+    assert found(client, "secret masked") == {"leaky"}
+    assert found(client, "login failed for") == {"leaky"}  # the error text around it is found
+
+
+def test_a_deleted_run_is_no_longer_found(runs, client):
+    assert client.delete("/api/runs/walker").status_code in (200, 204)
+    assert found(client, "returncode") == set()
