@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 import orjson
-from sqlalchemy import JSON, delete, insert, select, update
+from sqlalchemy import JSON, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from qita.engine.critic import ACTION_RANK, effective_action
@@ -281,6 +281,21 @@ def _dicts(cols: tuple[str, ...], rows: Iterable[tuple]) -> list[dict[str, Any]]
     return [dict(zip(cols, r)) for r in rows]
 
 
+# Statements run per run and batch, built once (see `derive.update_row` for why).
+_START_SEEN = select(RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id == bindparam("pk"))
+_END_SEEN = select(RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id == bindparam("pk"))
+_CRITERION_ID = select(CRITERIA.c.id).where(CRITERIA.c.run_pk == bindparam("pk"),
+                                            CRITERIA.c.criterion_id == bindparam("cid"))
+_LAST_POSITION = (select(CRITERIA.c.position).where(CRITERIA.c.run_pk == bindparam("pk"))
+                  .order_by(CRITERIA.c.position.desc()).limit(1))
+_CRITERION_INSERT = insert(CRITERIA)
+_SEEN = bindparam("seen", type_=RUNS.c.last_seen_at.type)
+_SEEN_LATER = (update(RUNS).where(RUNS.c.id == bindparam("pk"))
+               .where(RUNS.c.last_seen_at.is_(None) | (RUNS.c.last_seen_at < _SEEN)).values(last_seen_at=_SEEN))
+_SEEN_FIRST = (update(RUNS).where(RUNS.c.id == bindparam("pk"), RUNS.c.last_seen_at.is_(None))
+               .values(last_seen_at=_SEEN))
+
+
 class Applier:
     """Writes batches of records. One per writer; caches run keys between batches."""
 
@@ -517,33 +532,25 @@ class Applier:
         for pk in batch.touched:
             seen = batch.last_seen.get(pk)
             if seen is not None:
-                conn.execute(
-                    update(RUNS).where(RUNS.c.id == pk)
-                    .where((RUNS.c.last_seen_at.is_(None)) | (RUNS.c.last_seen_at < seen))
-                    .values(last_seen_at=seen)
-                )
+                conn.execute(_SEEN_LATER, {"pk": pk, "seen": seen})
             else:
                 # No timestamp in these records: the arrival time is all we know.
-                conn.execute(update(RUNS).where(RUNS.c.id == pk, RUNS.c.last_seen_at.is_(None))
-                             .values(last_seen_at=batch.now))
+                conn.execute(_SEEN_FIRST, {"pk": pk, "seen": batch.now})
             if closed:
-                conn.execute(update(RUNS).where(RUNS.c.id == pk).values(closed=True))
+                derive.update_run(conn, pk, {"closed": True})
 
     def _upsert_result(self, conn: Connection, row: dict[str, Any]) -> None:
-        existing = conn.execute(
-            select(CRITERIA.c.id).where(CRITERIA.c.run_pk == row["run_pk"], CRITERIA.c.criterion_id == row["criterion_id"])
-        ).first()
+        existing = conn.execute(_CRITERION_ID, {"pk": row["run_pk"], "cid": row["criterion_id"]}).first()
         if existing:
-            conn.execute(update(CRITERIA).where(CRITERIA.c.id == existing[0]).values(
-                **{k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")}))
+            derive.update_row(conn, CRITERIA, existing[0],
+                              {k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")})
         else:
-            pos = conn.execute(select(CRITERIA.c.position).where(CRITERIA.c.run_pk == row["run_pk"])
-                               .order_by(CRITERIA.c.position.desc()).limit(1)).scalar()
-            conn.execute(insert(CRITERIA), {**row, "position": (pos or 0) + 1000, "gating": True,
+            pos = conn.execute(_LAST_POSITION, {"pk": row["run_pk"]}).scalar()
+            conn.execute(_CRITERION_INSERT, {**row, "position": (pos or 0) + 1000, "gating": True,
                                             "pass_threshold": 0.9, "has_spec": False})
 
     def _apply_start(self, conn: Connection, pk: int, rec: dict[str, Any], source_format: str) -> Optional[str]:
-        row = conn.execute(select(RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id == pk)).first()
+        row = conn.execute(_START_SEEN, {"pk": pk}).first()
         if row and row.has_start:
             if row.start_record is not None and _canonical(row.start_record) != _canonical(_json_safe(rec)):
                 return ("second run_start for this run with different content: ignored, "
@@ -554,7 +561,7 @@ class Applier:
         enabled = bool(early.get("enabled"))
         tags = [clean_text(t, 400) for t in (rec.get("tags") or []) if isinstance(t, str)]
         schema = rec.get("schema")
-        conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+        derive.update_run(conn, pk, dict(
             task_id=clean_text(rec.get("task_id") or rec["run_id"], 400),
             experiment=clean_text(rec.get("experiment"), 400),
             variant=clean_text(rec.get("variant"), 400),
@@ -596,15 +603,15 @@ class Applier:
                 "spec": _json_safe(spec),
             }
             cid = clean_text(spec["id"], 400)
-            existing = conn.execute(select(CRITERIA.c.id).where(CRITERIA.c.run_pk == pk, CRITERIA.c.criterion_id == cid)).first()
+            existing = conn.execute(_CRITERION_ID, {"pk": pk, "cid": cid}).first()
             if existing:
-                conn.execute(update(CRITERIA).where(CRITERIA.c.id == existing[0]).values(**values))
+                derive.update_row(conn, CRITERIA, existing[0], values)
             else:
-                conn.execute(insert(CRITERIA), {"run_pk": pk, "criterion_id": cid, "has_result": False, **values})
+                conn.execute(_CRITERION_INSERT, {"run_pk": pk, "criterion_id": cid, "has_result": False, **values})
         return None
 
     def _apply_end(self, conn: Connection, pk: int, rec: dict[str, Any]) -> Optional[str]:
-        row = conn.execute(select(RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id == pk)).first()
+        row = conn.execute(_END_SEEN, {"pk": pk}).first()
         warn = None
         if row and row.has_end and row.end_record is not None:
             if _canonical(row.end_record) == _canonical(_json_safe(rec)):
@@ -612,7 +619,7 @@ class Applier:
             warn = "second run_end for this run with different content: the later one is used"
         raw_reason = rec.get("stop_reason")
         reason = LEGACY_STOP_REASONS.get(raw_reason, raw_reason) if isinstance(raw_reason, str) else None
-        conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+        derive.update_run(conn, pk, dict(
             has_end=True,
             end_record=_json_safe(rec),
             ended_ts=clean_text(rec.get("ts"), 100),
