@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Optional
 
-from sqlalchemy import and_, func, select, text, update
+from sqlalchemy import and_, bindparam, func, select, text, update
 from sqlalchemy.engine import Connection
 
 from . import search
@@ -139,22 +139,64 @@ def _dispatched_actions(conn: Connection, pk: int) -> Optional[int]:
 RECORDED_VERDICTS = ("pass", "fail", "error", "not_graded")
 
 
+_UPDATES: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def update_row(conn: Connection, table: Any, row_id: int, values: dict[str, Any]) -> None:
+    """`UPDATE table SET <values> WHERE id = row_id`, with one statement built per set of columns.
+
+    Building `update(table).values(...)` on every call (a bind parameter, a coercion and a
+    cache key per value) was most of the cost of a run's start, end and recompute: on a
+    trace of 170 five-step runs they took 0.6 s of 1.5 s (docs/performance.md).
+    """
+    key = (table.name, tuple(values))
+    stmt = _UPDATES.get(key)
+    if stmt is None:
+        stmt = (update(table).where(table.c.id == bindparam("p_id"))
+                .values({c: bindparam(f"v_{c}", type_=table.c[c].type) for c in key[1]}))
+        _UPDATES[key] = stmt
+    params = {f"v_{c}": v for c, v in values.items()}
+    params["p_id"] = row_id
+    conn.execute(stmt, params)
+
+
+def update_run(conn: Connection, pk: int, values: dict[str, Any]) -> None:
+    """`update_row` for the runs table."""
+    update_row(conn, RUNS, pk, values)
+
+
+#: The run's own columns `recompute_run` reads (and app.search indexes).
+_RECOMPUTE_COLUMNS = tuple(RUNS.c[name] for name in ("end_record", "has_end", "started_at", "ended_at",
+                                                      "early_stop_enabled", "closed", "last_seen_at",
+                                                      "verdict_recorded", *search.RUN_FIELDS))
+
+
+_PK = bindparam("pk")
+# Built once: recompute_run runs for every touched run of every batch (see update_run).
+_RUN_SELECT = select(*_RECOMPUTE_COLUMNS).where(RUNS.c.id == _PK)
+_STEP_TOTALS = select(
+    func.count(STEPS.c.id),
+    func.sum(STEPS.c.tokens_input),
+    func.sum(STEPS.c.tokens_output),
+    func.sum(STEPS.c.tokens_total),
+    func.sum(STEPS.c.cost_usd),
+    func.sum(STEPS.c.duration_s),
+    func.sum(func.coalesce(STEPS.c.retry, False).cast(type_=RUNS.c.steps.type)),
+).where(STEPS.c.run_pk == _PK)
+_EARLY_SELECT = select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == _PK)
+_CRITERIA_SELECT = select(CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating, CRITERIA.c.pass_threshold,
+                          CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed,
+                          CRITERIA.c.has_spec).where(CRITERIA.c.run_pk == _PK)
+
+
 def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float) -> None:
     """Recompute one run's derived columns from its rows."""
-    run = conn.execute(select(RUNS).where(RUNS.c.id == pk)).mappings().first()
+    # Only the columns read below: the whole row decoded start_record, meta and the other
+    # JSON columns with json.loads on every batch of every run (docs/performance.md).
+    run = conn.execute(_RUN_SELECT, {"pk": pk}).mappings().first()
     if run is None:
         return
-    agg = conn.execute(
-        select(
-            func.count(STEPS.c.id),
-            func.sum(STEPS.c.tokens_input),
-            func.sum(STEPS.c.tokens_output),
-            func.sum(STEPS.c.tokens_total),
-            func.sum(STEPS.c.cost_usd),
-            func.sum(STEPS.c.duration_s),
-            func.sum(func.coalesce(STEPS.c.retry, False).cast(type_=RUNS.c.steps.type)),
-        ).where(STEPS.c.run_pk == pk)
-    ).first()
+    agg = conn.execute(_STEP_TOTALS, {"pk": pk}).first()
     n_steps, t_in, t_out, t_total, cost, dur, retries = agg
     end = run["end_record"] or {}
     has_end = bool(run["has_end"])
@@ -186,13 +228,9 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         # Only once the run has ended: the sum reads every step record of the run.
         tool_calls = _dispatched_actions(conn, pk)
 
-    early = conn.execute(select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == pk)).first()
+    early = conn.execute(_EARLY_SELECT, {"pk": pk}).first()
     early_stopped = early is not None
-    crit_rows = [dict(r) for r in conn.execute(
-        select(CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating, CRITERIA.c.pass_threshold,
-               CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed, CRITERIA.c.has_spec)
-        .where(CRITERIA.c.run_pk == pk)
-    ).mappings()]
+    crit_rows = [dict(r) for r in conn.execute(_CRITERIA_SELECT, {"pk": pk}).mappings()]
     verdict, gated_on = derive_verdict(
         crit_rows,
         early_stopped=early_stopped,
@@ -207,7 +245,7 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         verdict = None  # a run that has not finished is never shown as passing
     elif recorded in RECORDED_VERDICTS:
         verdict = recorded
-    conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+    update_run(conn, pk, dict(
         steps=steps,
         retries=int(retries or 0),
         tokens_input=tokens_input,

@@ -1,9 +1,17 @@
-"""Ingest benchmark: our ingest against the raw floor on the same bytes, and peak RSS.
+"""Ingest benchmark: our ingest against two floors on the same bytes, and peak RSS.
 
-The floor is the least any ingest into this schema can do: each line parsed with
+Both floors do the least any ingest of these records can do: each line parsed with
 orjson, rows inserted with one executemany per table inside one transaction, nothing
-else (no validation, no upsert, no derived fields). It writes to a database with the
-same schema and indexes as ours, so the ratio measures our overhead only.
+else (no validation, no upsert, no derived fields, no search index).
+
+- the bare floor writes to a fresh file with plain tables (same columns, no indexes,
+  no constraints, no triggers): the ratio to it is the whole distance (issue 16's target);
+- the schema floor writes to a database with our schema (Alembic head: indexes, the
+  search table's triggers), so the ratio to it is our own per-record overhead.
+
+The three are run interleaved (bare, schema, ours, bare, ...) `--rounds` times, and the
+medians are reported: the machine is shared, and interleaving spreads its load over all
+three instead of charging it to whichever ran during a busy moment.
 
 Peak memory is measured in a child process (VmHWM of /proc/self/status), so the
 parent's own allocations (the floor's row lists) never count.
@@ -18,6 +26,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import sqlite3
 import subprocess
 import sys
@@ -32,7 +41,7 @@ from .common import figure, machine, proc_status
 from .gen import generate
 
 WORK = Path(os.environ.get("QITA_BENCH_DIR", "/tmp/qita-bench"))
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.8  # of the bare floor (issue 16)
 TARGET_RSS = 250 * 1024 * 1024
 
 
@@ -45,6 +54,30 @@ def fresh_db(folder: Path, name: str) -> Path:
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     open_database(Settings(db=str(path))).dispose()
+    return path
+
+
+#: Tables the floors write (the bare floor creates them without indexes or constraints).
+FLOOR_TABLES = ("runs", "steps", "critic_outputs", "events", "criteria")
+
+
+def bare_db(folder: Path, name: str) -> Path:
+    """A fresh file with our tables' columns only: no index, no constraint, no trigger."""
+    schema = fresh_db(folder, "_schema_for_bare.db")
+    src = sqlite3.connect(schema)
+    cols = {t: [r[1] for r in src.execute(f"PRAGMA table_info({t})")] for t in FLOOR_TABLES}
+    src.close()
+    path = folder / name
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=WAL")
+    for table, names in cols.items():
+        # `runs.id` stays the rowid alias (no index of its own); every other column is plain.
+        defs = ", ".join("id INTEGER PRIMARY KEY" if (table == "runs" and c == "id") else c for c in names)
+        con.execute(f"CREATE TABLE {table} ({defs})")
+    con.commit()
+    con.close()
     return path
 
 
@@ -108,22 +141,38 @@ def our_ingest(trace: Path, db: Path) -> int:
     return report.records
 
 
-def throughput(trace: Path, *, repeat: int = 1) -> dict[str, Any]:
-    """Floor and ours on the same file (best of `repeat`), MB/s, records/s and the ratio."""
+def throughput(trace: Path, *, rounds: int = 3) -> dict[str, Any]:
+    """Bare floor, schema floor and ours on the same file, interleaved `rounds` times; medians and ratios."""
     size = trace.stat().st_size
-    out: dict[str, Any] = {"bytes": size}
+    out: dict[str, Any] = {"bytes": size, "rounds": rounds}
+    times: dict[str, list[float]] = {"bare": [], "floor": [], "ours": []}
+    # CPU seconds of this process beside the wall clock: on a shared machine the wall
+    # clock also counts waiting for a core and for the disk.
+    cpu: dict[str, list[float]] = {"bare": [], "floor": [], "ours": []}
+    records: dict[str, int] = {}
+    ratios: dict[str, list[float]] = {"bare": [], "floor": []}
     with tempfile.TemporaryDirectory(dir=WORK) as tmp:
         folder = Path(tmp)
-        for name, fn in (("floor", floor_ingest), ("ours", our_ingest)):
-            best = None
-            for _ in range(repeat):
-                db = fresh_db(folder, f"{name}.db")
-                t0 = time.perf_counter()
-                records = fn(trace, db)
-                dt = time.perf_counter() - t0
-                best = dt if best is None else min(best, dt)
-            out[name] = {"seconds": best, "records": records, "mb_s": size / 1e6 / best, "records_s": records / best}
-    out["ratio"] = out["ours"]["mb_s"] / out["floor"]["mb_s"]
+        for _ in range(rounds):
+            for name, make, fn in (("bare", bare_db, floor_ingest), ("floor", fresh_db, floor_ingest),
+                                   ("ours", fresh_db, our_ingest)):
+                db = make(folder, f"{name}.db")
+                t0, c0 = time.perf_counter(), time.process_time()
+                records[name] = fn(trace, db)
+                times[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
+            # The ratio of this round's neighbours: ours against the floors run just before it.
+            for name in ratios:
+                ratios[name].append(times[name][-1] / times["ours"][-1])
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        out[name] = {"seconds": med, "all_seconds": ts, "records": records[name], "mb_s": size / 1e6 / med,
+                     "records_s": records[name] / med, "cpu_seconds": statistics.median(cpu[name]),
+                     "all_cpu_seconds": cpu[name]}
+    # Speed ratio ours/floor = floor seconds / our seconds; the median over rounds.
+    out["ratio_bare"] = statistics.median(ratios["bare"])
+    out["ratio"] = statistics.median(ratios["floor"])
+    out["cpu_ratio_bare"] = out["bare"]["cpu_seconds"] / out["ours"]["cpu_seconds"]
     return out
 
 
@@ -157,7 +206,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description="ingest throughput against the floor, and peak RSS")
     ap.add_argument("--mb", type=float, default=100, help="size of the throughput trace (0: skip)")
     ap.add_argument("--steps", type=int, default=1000, help="steps per generated run")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (bare, schema, ours); medians reported")
     ap.add_argument("--rss-mb", type=float, default=0, help="size of the peak-RSS trace (1024 for the 1 GB figure; 0: skip)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     a = ap.parse_args(argv)
@@ -166,14 +215,20 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     print(f"machine: {result['machine']}")
     if a.mb:
         trace = ensure_trace(a.mb, steps=a.steps)
-        t = throughput(trace, repeat=a.repeat)
+        t = throughput(trace, rounds=a.rounds)
         result["throughput"] = t
         print(f"trace: {trace} ({t['bytes'] / 1e6:.1f} MB, {t['ours']['records']} records)")
-        for name in ("floor", "ours"):
+        print(f"median of {t['rounds']} interleaved rounds (bare floor, schema floor, ours)")
+        for name, title in (("bare", "bare floor"), ("floor", "schema floor"), ("ours", "ours")):
             r = t[name]
-            print(figure(f"ingest {name}: MB/s", f"{r['mb_s']:.1f}"))
-            print(figure(f"ingest {name}: records/s", f"{r['records_s']:,.0f}"))
-        print(figure("ingest ratio ours/floor", f"{t['ratio'] * 100:.0f}%", ">= 50%", t["ratio"] >= TARGET_RATIO))
+            print(figure(f"ingest {title}: MB/s", f"{r['mb_s']:.1f}"))
+            print(figure(f"ingest {title}: records/s", f"{r['records_s']:,.0f}"))
+            print(f"    seconds per round: {', '.join(f'{x:.2f}' for x in r['all_seconds'])}"
+                  f"  (CPU: {', '.join(f'{x:.2f}' for x in r['all_cpu_seconds'])})")
+        print(figure("ingest ratio ours/bare floor", f"{t['ratio_bare'] * 100:.0f}%", ">= 80%",
+                     t["ratio_bare"] >= TARGET_RATIO))
+        print(figure("ingest ratio ours/schema floor", f"{t['ratio'] * 100:.0f}%"))
+        print(figure("ingest CPU ratio ours/bare floor", f"{t['cpu_ratio_bare'] * 100:.0f}%"))
     if a.rss_mb:
         trace = ensure_trace(a.rss_mb, steps=a.steps)
         r = peak_rss(trace)

@@ -14,10 +14,10 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
 import orjson
-from sqlalchemy import JSON, delete, insert, select, update
+from sqlalchemy import JSON, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from qita.engine.critic import ACTION_RANK, effective_action, strongest_action
+from qita.engine.critic import ACTION_RANK, effective_action
 
 from .. import derive
 from ..models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
@@ -115,11 +115,13 @@ def _canonical(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
-# Row builders for the SQLite fast path: positional tuples straight from the parsed record.
-# Each value goes through a shortcut for the exact types the fast checks let through and
-# falls back to the general function (`_num`, `_int`, `clean_text`) for anything else, so
-# the stored values are the same. Only lines without a `\u0000` escape come here: without
-# one no parsed string can hold a NUL, so no value needs scrubbing.
+# Row builders: one per record type, positional tuples in STEP_COLS / CRITIC_COLS /
+# EVENT_COLS order, for both dialects (PostgreSQL gets them zipped into dicts). Each value
+# goes through a shortcut for the exact types the fast checks let through and falls back
+# to the general function (`_num`, `_int`, `clean_text`) for anything else. A NUL can only
+# reach a parsed string through a `\u0000` escape, so only lines with one (`scrub`) pay
+# for NUL scrubbing: that walk was a tenth of the ingest time. `encode` says JSON values
+# go to the driver as text (SQLite, encoded by orjson) rather than as Python objects.
 STEP_COLS = ("run_pk", "step", "ts", "duration_s", "tokens_input", "tokens_output", "tokens_total", "cost_usd",
              "retry", "critic_action", "critic_score", "record", "preview")
 CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", "reason", "score", "details")
@@ -152,16 +154,23 @@ def _json_text(v: Any) -> str:
     return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-def _step_rows(pk: int, step: int, rec: dict[str, Any], raw: bytes) -> tuple[tuple, list[tuple]]:
-    """The step row and its critic-output rows of a line without NUL escapes (see above)."""
+def _json_value(v: Any, scrub: bool, encode: bool) -> Any:
+    if scrub:
+        v = _json_safe(v)
+    return _json_text(v) if encode else v
+
+
+def step_rows(pk: int, step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
+              encode: bool) -> tuple[tuple, list[tuple]]:
+    """A step record's row and its critic-output rows."""
+    text = clean_text if scrub else _text_fast
     tokens = rec.get("tokens") or {}
-    outs = rec.get("critic_outputs") or []
     critics = []
     rank = -1
     action_max = None
     total: float = 0
     n = 0
-    for i, o in enumerate(outs):
+    for i, o in enumerate(rec.get("critic_outputs") or ()):
         action = o.get("action")
         eff = effective_action(action)
         r = ACTION_RANK[eff]
@@ -171,13 +180,120 @@ def _step_rows(pk: int, step: int, rec: dict[str, Any], raw: bytes) -> tuple[tup
         if score is not None:
             total += score
             n += 1
-        critics.append((pk, step, i, _text_fast(o.get("critic")), _text_fast(action), eff, _text_fast(o.get("reason")),
-                        score, _json_text(o.get("details"))))
-    row = (pk, step, _text_fast(rec.get("ts"), 100), _num_fast(rec.get("duration_s")),
+        critics.append((pk, step, i, text(o.get("critic")), text(action), eff, text(o.get("reason")), score,
+                        _json_value(o.get("details"), scrub, encode)))
+    record = _raw_text(raw, rec)
+    row = (pk, step, text(rec.get("ts"), 100), _num_fast(rec.get("duration_s")),
            _int_fast(tokens.get("input")), _int_fast(tokens.get("output")), _int_fast(tokens.get("total")),
            _num_fast(rec.get("cost_usd")), bool(rec.get("retry")), action_max, (total / n) if n else None,
-           _raw_text(raw, rec), preview_for(len(raw), rec))
+           record, preview_for(len(record), rec))
     return row, critics
+
+
+def event_row(pk: int, rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool) -> tuple:
+    """The row of an `event` or of a record of a type this board does not know (kept as written)."""
+    record = _raw_text(raw, rec)
+    step = rec.get("step")
+    ok = rec.get("ok")
+    phase = rec.get("phase") if rtype == "event" else f"[{rtype}]"
+    ts = rec.get("ts")
+    if scrub:
+        phase, ts = clean_text(phase, 200), clean_text(ts, 100)
+    else:
+        phase = phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200)
+        ts = ts if type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
+    return (pk, step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
+            ok if ok is True or ok is False else None, ts, hashlib.sha1(_canonical(rec)).hexdigest(), record,
+            preview_for(len(record), rec))
+
+
+def criterion_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """A criterion result's values (its position and spec come from run_start)."""
+    score = _num(rec.get("score"))
+    passed = rec.get("passed") if isinstance(rec.get("passed"), bool) else None
+    return {
+        "run_pk": pk,
+        "criterion_id": clean_text(rec["id"], 400),
+        # A record with neither score nor passed (an undecided live verdict) grades nothing.
+        "has_result": score is not None or passed is not None,
+        "score": score,
+        "passed": passed,
+        "live_verdict": rec.get("live_verdict"),
+        "decided_at_step": _int(rec.get("decided_at_step")),
+        "details": _json_safe(rec.get("details")),
+        "result": _json_safe(rec),
+    }
+
+
+def early_stop_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """An early_stop record's values (one per run: the last one read wins)."""
+    return {
+        "run_pk": pk,
+        "reason": clean_text(rec.get("reason")),
+        "deciding_criterion": clean_text(rec.get("deciding_criterion")),
+        "armed_criteria": _json_safe(rec.get("armed_criteria") or []),
+        "step": _int(rec.get("step")),
+        "tool_call_index": _int(rec.get("tool_call_index")),
+        "elapsed_s": _num(rec.get("elapsed_s")),
+        "turns_remaining": _int(rec.get("turns_remaining")),
+        "record": _json_safe(rec),
+    }
+
+
+class Gathered:
+    """One batch's records sorted into rows by type, in one pass (`Applier.gather`)."""
+
+    __slots__ = ("now", "touched", "last_seen", "utc_text", "steps", "critics", "events", "criteria", "early",
+                 "starts", "ends", "warnings")
+
+    def __init__(self, now: datetime):
+        self.now = now
+        self.touched: dict[int, str] = {}
+        self.last_seen: dict[int, datetime] = {}
+        #: newest UTC "…Z" stamp text per (run, length): parsed once per batch in `settle_times`
+        self.utc_text: dict[tuple[int, int], str] = {}
+        self.steps: dict[tuple[int, int], tuple] = {}
+        self.critics: dict[tuple[int, int], list[tuple]] = {}
+        self.events: list[tuple] = []
+        self.criteria: dict[tuple[int, str], dict[str, Any]] = {}
+        self.early: dict[int, dict[str, Any]] = {}
+        self.starts: list[tuple[int, dict[str, Any], str, int]] = []
+        self.ends: list[tuple[int, dict[str, Any], str, int]] = []
+        self.warnings: list[tuple[str, int, str, str]] = []
+
+    def see(self, pk: int, ts: datetime) -> None:
+        # The trace's own clock says when the run was last active (an old file ingested
+        # today is not a live run); never later than now.
+        seen = min(ts, self.now)
+        if pk not in self.last_seen or seen > self.last_seen[pk]:
+            self.last_seen[pk] = seen
+
+    def settle_times(self) -> None:
+        """Parse the newest UTC stamp kept per run and length into `last_seen`."""
+        for (pk, _len), text in self.utc_text.items():
+            ts = parse_ts(text)
+            if ts is not None:
+                self.see(pk, ts)
+
+
+def _dicts(cols: tuple[str, ...], rows: Iterable[tuple]) -> list[dict[str, Any]]:
+    """Positional rows as the portable path's dicts."""
+    return [dict(zip(cols, r)) for r in rows]
+
+
+# Statements run per run and batch, built once (see `derive.update_row` for why).
+_START_SEEN = select(RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id == bindparam("pk"))
+_END_SEEN = select(RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id == bindparam("pk"))
+_CRITERION_ID = select(CRITERIA.c.id).where(CRITERIA.c.run_pk == bindparam("pk"),
+                                            CRITERIA.c.criterion_id == bindparam("cid"))
+_LAST_POSITION = (select(CRITERIA.c.position).where(CRITERIA.c.run_pk == bindparam("pk"))
+                  .order_by(CRITERIA.c.position.desc()).limit(1))
+_CRITERION_INSERT = insert(CRITERIA)
+_SEEN = bindparam("seen", type_=RUNS.c.last_seen_at.type)
+_SEEN_LATER = (update(RUNS).where(RUNS.c.id == bindparam("pk"))
+               .where(RUNS.c.last_seen_at.is_(None) | (RUNS.c.last_seen_at < _SEEN)).values(last_seen_at=_SEEN))
+_SEEN_FIRST = (update(RUNS).where(RUNS.c.id == bindparam("pk"), RUNS.c.last_seen_at.is_(None))
+               .values(last_seen_at=_SEEN))
 
 
 class Applier:
@@ -292,25 +408,23 @@ class Applier:
         Returns (touched run ids, created run ids, warnings as (file, line, message, run id)).
         """
         created: set[str] = set()
-        warnings: list[tuple[str, int, str, str]] = []
         self._ensure_runs(conn, {item[0]["run_id"] for item in items}, created)
-        now = utcnow()
-        touched: dict[int, str] = {}
-        last_seen: dict[int, datetime] = {}
+        batch = self.gather(items)
+        batch.settle_times()
+        self._write_boundaries(conn, batch, source_format)
+        self._write_steps(conn, batch)
+        self._write_events(conn, batch)
+        self._write_results(conn, batch)
+        self._write_last_seen(conn, batch, closed)
+        return set(batch.touched.values()), created, batch.warnings
 
-        # Rows as dicts (the portable path) or, on SQLite, as tuples in STEP_COLS / CRITIC_COLS / EVENT_COLS order.
-        steps: dict[tuple[int, int], Any] = {}
-        critic_rows: dict[tuple[int, int], list[Any]] = {}
-        events: list[Any] = []
-        criteria: dict[tuple[int, str], dict[str, Any]] = {}
-        early: dict[int, dict[str, Any]] = {}
-        starts: list[tuple[int, dict[str, Any], str, int]] = []
-        ends: list[tuple[int, dict[str, Any], str, int]] = []
-        utc_text: dict[tuple[int, int], str] = {}
-        # SQLite takes positional rows straight to the driver; PostgreSQL keeps the portable dicts.
-        tuples = self.dialect == "sqlite"
-
+    def gather(self, items: list[tuple[dict[str, Any], Optional[bytes], str, int]]) -> Gathered:
+        """Sort a batch's records into rows by type, in one pass; nothing is written yet."""
+        batch = Gathered(utcnow())
+        encode = self.dialect == "sqlite"
         run_pks = self._run_pks
+        touched, utc_text = batch.touched, batch.utc_text
+        steps, critics, events = batch.steps, batch.critics, batch.events
         for rec, raw, label, line in items:
             run_id = rec["run_id"]
             pk = run_pks[run_id]
@@ -325,132 +439,36 @@ class Applier:
             elif ts_text is not None:
                 ts = parse_ts(ts_text)
                 if ts is not None:
-                    # The trace's own clock says when the run was last active (an old file
-                    # ingested today is not a live run); never later than now.
-                    seen = min(ts, now)
-                    if pk not in last_seen or seen > last_seen[pk]:
-                        last_seen[pk] = seen
+                    batch.see(pk, ts)
             rtype = rec["type"]
-            # A NUL can only reach a parsed string through a \u0000 escape: a line
-            # without one needs no scrubbing (that walk was a tenth of the ingest time).
-            nul = raw is None or b"\\u0000" in raw
+            scrub = raw is None or b"\\u0000" in raw
             if rtype == "step":
                 step = rec["step"]
-                if tuples and not nul:
-                    steps[(pk, step)], critic_rows[(pk, step)] = _step_rows(pk, step, rec, raw)
-                    continue
-                tokens = rec.get("tokens") or {}
-                outs = rec.get("critic_outputs") or []
-                scores = [_num(o.get("score")) for o in outs]
-                scores = [s for s in scores if s is not None]
-                steps[(pk, step)] = {
-                    "run_pk": pk,
-                    "step": step,
-                    "ts": clean_text(rec.get("ts"), 100),
-                    "duration_s": _num(rec.get("duration_s")),
-                    "tokens_input": _int(tokens.get("input")),
-                    "tokens_output": _int(tokens.get("output")),
-                    "tokens_total": _int(tokens.get("total")),
-                    "cost_usd": _num(rec.get("cost_usd")),
-                    "retry": bool(rec.get("retry")),
-                    "critic_action": strongest_action(o.get("action") for o in outs),
-                    "critic_score": (sum(scores) / len(scores)) if scores else None,
-                    "record": _raw_text(raw, rec),
-                }
-                steps[(pk, step)]["preview"] = preview_for(len(steps[(pk, step)]["record"]), rec)
-                critic_rows[(pk, step)] = [
-                    {
-                        "run_pk": pk,
-                        "step": step,
-                        "idx": i,
-                        "critic": clean_text(o.get("critic")),
-                        "action": clean_text(o.get("action")),
-                        "effective_action": effective_action(o.get("action")),
-                        "reason": clean_text(o.get("reason")),
-                        "score": _num(o.get("score")),
-                        "details": _json_safe(o.get("details")) if nul else o.get("details"),
-                    }
-                    for i, o in enumerate(outs)
-                ]
-                if tuples:
-                    steps[(pk, step)] = tuple(steps[(pk, step)].values())
-                    critic_rows[(pk, step)] = [(*tuple(r.values())[:-1], _json_text(r["details"]))
-                                               for r in critic_rows[(pk, step)]]
+                steps[(pk, step)], critics[(pk, step)] = step_rows(pk, step, rec, raw, scrub=scrub, encode=encode)
+            elif rtype == "event":
+                events.append(event_row(pk, rtype, rec, raw, scrub=scrub))
             elif rtype == "criterion":
-                cid = rec["id"]
-                score = _num(rec.get("score"))
-                passed = rec.get("passed") if isinstance(rec.get("passed"), bool) else None
+                row = criterion_row(pk, rec)
+                score = row["score"]
                 if score is not None and not 0 <= score <= 1:
-                    warnings.append((label, line, f"criterion {cid!r}: score {score:g} is outside [0, 1]; kept as written",
-                                     rec["run_id"]))
-                criteria[(pk, cid)] = {
-                    "run_pk": pk,
-                    "criterion_id": clean_text(cid, 400),
-                    # A record with neither score nor passed (an undecided live verdict) grades nothing.
-                    "has_result": score is not None or passed is not None,
-                    "score": score,
-                    "passed": passed,
-                    "live_verdict": rec.get("live_verdict"),
-                    "decided_at_step": _int(rec.get("decided_at_step")),
-                    "details": _json_safe(rec.get("details")),
-                    "result": _json_safe(rec),
-                }
+                    batch.warnings.append((label, line, f"criterion {rec['id']!r}: score {score:g} is outside [0, 1]; "
+                                                        "kept as written", run_id))
+                batch.criteria[(pk, rec["id"])] = row
             elif rtype == "early_stop":
-                armed = rec.get("armed_criteria") or []
-                early[pk] = {
-                    "run_pk": pk,
-                    "reason": clean_text(rec.get("reason")),
-                    "deciding_criterion": clean_text(rec.get("deciding_criterion")),
-                    "armed_criteria": _json_safe(armed),
-                    "step": _int(rec.get("step")),
-                    "tool_call_index": _int(rec.get("tool_call_index")),
-                    "elapsed_s": _num(rec.get("elapsed_s")),
-                    "turns_remaining": _int(rec.get("turns_remaining")),
-                    "record": _json_safe(rec),
-                }
+                batch.early[pk] = early_stop_row(pk, rec)
             elif rtype == "run_start":
-                starts.append((pk, rec, label, line))
+                batch.starts.append((pk, rec, label, line))
             elif rtype == "run_end":
-                ends.append((pk, rec, label, line))
+                batch.ends.append((pk, rec, label, line))
             else:
-                # `event` and every unknown type: kept as written, keyed by content.
-                text = _raw_text(raw, rec)
-                step = rec.get("step")
-                if tuples and not nul:
-                    ok = rec.get("ok")
-                    phase = rec.get("phase") if rtype == "event" else f"[{rtype}]"
-                    events.append((
-                        pk,
-                        step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step),
-                        phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200),
-                        ok if ok is True or ok is False else None,
-                        ts_text if type(ts_text) is str and len(ts_text) <= 100 else _text_fast(ts_text, 100),
-                        hashlib.sha1(_canonical(rec)).hexdigest(),
-                        text,
-                        preview_for(len(text), rec),
-                    ))
-                    continue
-                events.append({
-                    "run_pk": pk,
-                    "step": _int(step),
-                    "phase": clean_text(rec.get("phase") if rtype == "event" else f"[{rtype}]", 200),
-                    "ok": rec.get("ok") if isinstance(rec.get("ok"), bool) else None,
-                    "ts": clean_text(rec.get("ts"), 100),
-                    "digest": hashlib.sha1(_canonical(rec)).hexdigest(),
-                    "record": text,
-                    "preview": preview_for(len(text), rec),
-                })
-                if tuples:
-                    events[-1] = tuple(events[-1].values())
+                # Every unknown type: kept as written, keyed by content, like an event.
+                events.append(event_row(pk, rtype, rec, raw, scrub=scrub))
+        return batch
 
-        for (pk, _len), text in utc_text.items():
-            ts = parse_ts(text)
-            if ts is None:
-                continue
-            seen = min(ts, now)
-            if pk not in last_seen or seen > last_seen[pk]:
-                last_seen[pk] = seen
-        for pk, rec, label, line in (*starts, *ends):
+    def _write_boundaries(self, conn: Connection, batch: Gathered, source_format: str) -> None:
+        """run_start and run_end records: the run's own columns, and warnings about their values."""
+        warnings = batch.warnings
+        for pk, rec, label, line in (*batch.starts, *batch.ends):
             ts = rec.get("ts")
             if ts is not None and parse_ts(ts) is None:
                 warnings.append((label, line, f"{rec['type']}: ts {str(ts)[:60]!r} is not an RFC 3339 time; "
@@ -459,77 +477,80 @@ class Applier:
             if elapsed is not None and elapsed < 0:
                 warnings.append((label, line, f"run_end: negative elapsed_s ({elapsed:g}); shown as written",
                                  rec["run_id"]))
-        for pk, rec, label, line in starts:
+        for pk, rec, label, line in batch.starts:
             warn = self._apply_start(conn, pk, rec, source_format)
             if warn:
                 warnings.append((label, line, warn, rec["run_id"]))
-        for pk, rec, label, line in ends:
+        for pk, rec, label, line in batch.ends:
             warn = self._apply_end(conn, pk, rec)
             if warn:
                 warnings.append((label, line, warn, rec["run_id"]))
 
-        if steps:
-            keys = list(steps)
-            # Replace steps written again (a re-read file): their critic outputs go with them.
-            if self.dialect == "sqlite":
-                # One driver-level executemany: rendering big IN lists cost more than the delete.
-                conn.exec_driver_sql("DELETE FROM critic_outputs WHERE run_pk = ? AND step = ?", keys)
-            else:
-                for pk in {k[0] for k in keys}:
-                    idxs = [k[1] for k in keys if k[0] == pk]
-                    for i in range(0, len(idxs), 500):
-                        conn.execute(delete(CRITICS).where(CRITICS.c.run_pk == pk, CRITICS.c.step.in_(idxs[i:i + 500])))
-            if tuples:
-                self._bulk_tuples(conn, STEPS, STEP_COLS, list(steps.values()), keys=["run_pk", "step"],
-                                  on_conflict="update")
-                self._bulk_tuples(conn, CRITICS, CRITIC_COLS, [r for outs in critic_rows.values() for r in outs])
-            else:
-                self._bulk(conn, STEPS, list(steps.values()), keys=["run_pk", "step"], on_conflict="update")
-                self._bulk(conn, CRITICS, [r for outs in critic_rows.values() for r in outs])
-        if events:
-            if tuples:
-                self._bulk_tuples(conn, EVENTS, EVENT_COLS, events, keys=["run_pk", "digest"], on_conflict="nothing")
-            else:
-                self._bulk(conn, EVENTS, events, keys=["run_pk", "digest"], on_conflict="nothing")
-        for row in criteria.values():
+    def _write_steps(self, conn: Connection, batch: Gathered) -> None:
+        """Steps by (run, index), replacing any written before, with their critic outputs."""
+        if not batch.steps:
+            return
+        keys = list(batch.steps)
+        critics = [r for outs in batch.critics.values() for r in outs]
+        # Replace steps written again (a re-read file): their critic outputs go with them.
+        if self.dialect == "sqlite":
+            # One driver-level executemany: rendering big IN lists cost more than the delete.
+            conn.exec_driver_sql("DELETE FROM critic_outputs WHERE run_pk = ? AND step = ?", keys)
+            self._bulk_tuples(conn, STEPS, STEP_COLS, list(batch.steps.values()), keys=["run_pk", "step"],
+                              on_conflict="update")
+            self._bulk_tuples(conn, CRITICS, CRITIC_COLS, critics)
+            return
+        for pk in {k[0] for k in keys}:
+            idxs = [k[1] for k in keys if k[0] == pk]
+            for i in range(0, len(idxs), 500):
+                conn.execute(delete(CRITICS).where(CRITICS.c.run_pk == pk, CRITICS.c.step.in_(idxs[i:i + 500])))
+        self._bulk(conn, STEPS, _dicts(STEP_COLS, batch.steps.values()), keys=["run_pk", "step"], on_conflict="update")
+        self._bulk(conn, CRITICS, _dicts(CRITIC_COLS, critics))
+
+    def _write_events(self, conn: Connection, batch: Gathered) -> None:
+        """Events (and records of unknown types) by content digest: one read twice is kept once."""
+        if not batch.events:
+            return
+        if self.dialect == "sqlite":
+            self._bulk_tuples(conn, EVENTS, EVENT_COLS, batch.events, keys=["run_pk", "digest"], on_conflict="nothing")
+        else:
+            self._bulk(conn, EVENTS, _dicts(EVENT_COLS, batch.events), keys=["run_pk", "digest"], on_conflict="nothing")
+
+    def _write_results(self, conn: Connection, batch: Gathered) -> None:
+        """Criterion results and early stops: the last one read for a key wins."""
+        for row in batch.criteria.values():
             self._upsert_result(conn, row)
-        for row in early.values():
+        for row in batch.early.values():
             ins = self._insert(EARLY)
             cols = [c for c in row if c != "run_pk"]
             if hasattr(ins, "on_conflict_do_update"):
                 ins = ins.on_conflict_do_update(index_elements=["run_pk"], set_={c: getattr(ins.excluded, c) for c in cols})
             conn.execute(ins, row)
 
-        for pk in touched:
-            seen = last_seen.get(pk)
+    def _write_last_seen(self, conn: Connection, batch: Gathered, closed: bool) -> None:
+        """When each touched run was last active (never moved back), and `closed` when asked."""
+        for pk in batch.touched:
+            seen = batch.last_seen.get(pk)
             if seen is not None:
-                conn.execute(
-                    update(RUNS).where(RUNS.c.id == pk)
-                    .where((RUNS.c.last_seen_at.is_(None)) | (RUNS.c.last_seen_at < seen))
-                    .values(last_seen_at=seen)
-                )
+                conn.execute(_SEEN_LATER, {"pk": pk, "seen": seen})
             else:
                 # No timestamp in these records: the arrival time is all we know.
-                conn.execute(update(RUNS).where(RUNS.c.id == pk, RUNS.c.last_seen_at.is_(None)).values(last_seen_at=now))
+                conn.execute(_SEEN_FIRST, {"pk": pk, "seen": batch.now})
             if closed:
-                conn.execute(update(RUNS).where(RUNS.c.id == pk).values(closed=True))
-        return set(touched.values()), created, warnings
+                derive.update_run(conn, pk, {"closed": True})
 
     def _upsert_result(self, conn: Connection, row: dict[str, Any]) -> None:
-        existing = conn.execute(
-            select(CRITERIA.c.id).where(CRITERIA.c.run_pk == row["run_pk"], CRITERIA.c.criterion_id == row["criterion_id"])
-        ).first()
+        existing = conn.execute(_CRITERION_ID, {"pk": row["run_pk"], "cid": row["criterion_id"]}).first()
         if existing:
-            conn.execute(update(CRITERIA).where(CRITERIA.c.id == existing[0]).values(
-                **{k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")}))
+            derive.update_row(conn, CRITERIA, existing[0],
+                              {k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")})
         else:
-            pos = conn.execute(select(CRITERIA.c.position).where(CRITERIA.c.run_pk == row["run_pk"])
-                               .order_by(CRITERIA.c.position.desc()).limit(1)).scalar()
-            conn.execute(insert(CRITERIA), {**row, "position": (pos or 0) + 1000, "gating": True,
+            pos = conn.execute(_LAST_POSITION, {"pk": row["run_pk"]}).scalar()
+            conn.execute(_CRITERION_INSERT, {**row, "position": (pos or 0) + 1000, "gating": True,
                                             "pass_threshold": 0.9, "has_spec": False})
 
     def _apply_start(self, conn: Connection, pk: int, rec: dict[str, Any], source_format: str) -> Optional[str]:
-        row = conn.execute(select(RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id == pk)).first()
+        row = conn.execute(_START_SEEN, {"pk": pk}).first()
         if row and row.has_start:
             if row.start_record is not None and _canonical(row.start_record) != _canonical(_json_safe(rec)):
                 return ("second run_start for this run with different content: ignored, "
@@ -540,7 +561,7 @@ class Applier:
         enabled = bool(early.get("enabled"))
         tags = [clean_text(t, 400) for t in (rec.get("tags") or []) if isinstance(t, str)]
         schema = rec.get("schema")
-        conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+        derive.update_run(conn, pk, dict(
             task_id=clean_text(rec.get("task_id") or rec["run_id"], 400),
             experiment=clean_text(rec.get("experiment"), 400),
             variant=clean_text(rec.get("variant"), 400),
@@ -582,15 +603,15 @@ class Applier:
                 "spec": _json_safe(spec),
             }
             cid = clean_text(spec["id"], 400)
-            existing = conn.execute(select(CRITERIA.c.id).where(CRITERIA.c.run_pk == pk, CRITERIA.c.criterion_id == cid)).first()
+            existing = conn.execute(_CRITERION_ID, {"pk": pk, "cid": cid}).first()
             if existing:
-                conn.execute(update(CRITERIA).where(CRITERIA.c.id == existing[0]).values(**values))
+                derive.update_row(conn, CRITERIA, existing[0], values)
             else:
-                conn.execute(insert(CRITERIA), {"run_pk": pk, "criterion_id": cid, "has_result": False, **values})
+                conn.execute(_CRITERION_INSERT, {"run_pk": pk, "criterion_id": cid, "has_result": False, **values})
         return None
 
     def _apply_end(self, conn: Connection, pk: int, rec: dict[str, Any]) -> Optional[str]:
-        row = conn.execute(select(RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id == pk)).first()
+        row = conn.execute(_END_SEEN, {"pk": pk}).first()
         warn = None
         if row and row.has_end and row.end_record is not None:
             if _canonical(row.end_record) == _canonical(_json_safe(rec)):
@@ -598,7 +619,7 @@ class Applier:
             warn = "second run_end for this run with different content: the later one is used"
         raw_reason = rec.get("stop_reason")
         reason = LEGACY_STOP_REASONS.get(raw_reason, raw_reason) if isinstance(raw_reason, str) else None
-        conn.execute(update(RUNS).where(RUNS.c.id == pk).values(
+        derive.update_run(conn, pk, dict(
             has_end=True,
             end_record=_json_safe(rec),
             ended_ts=clean_text(rec.get("ts"), 100),

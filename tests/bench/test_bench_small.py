@@ -45,14 +45,16 @@ def test_generator_stops_at_target_size(tmp_path: Path) -> None:
 
 def test_ingest_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(ingest_bench, "WORK", tmp_path)
-    res = ingest_bench.main(["--mb", "0.3", "--steps", "5", "--rss-mb", "0.3"])
+    res = ingest_bench.main(["--mb", "0.3", "--steps", "5", "--rounds", "2", "--rss-mb", "0.3"])
     t = res["throughput"]
     lines = len((tmp_path / "ingest-0.3mb-5s.jsonl").read_bytes().splitlines())
-    assert t["floor"]["records"] == t["ours"]["records"] == lines
-    assert t["ratio"] == pytest.approx(t["ours"]["mb_s"] / t["floor"]["mb_s"])
+    assert t["bare"]["records"] == t["floor"]["records"] == t["ours"]["records"] == lines
+    assert all(len(t[k]["all_seconds"]) == 2 for k in ("bare", "floor", "ours"))
+    assert t["ratio_bare"] > 0 and t["ratio"] > 0
     assert res["rss"]["records"] == lines and res["rss"]["hwm"] > 0
     out = capsys.readouterr().out
-    for name in ("ingest floor: MB/s", "ingest ours: records/s", "ingest ratio ours/floor", "(target >= 50%)",
+    for name in ("ingest bare floor: MB/s", "ingest schema floor: MB/s", "ingest ours: records/s",
+                 "ingest ratio ours/bare floor", "(target >= 80%)", "ingest ratio ours/schema floor",
                  "peak RSS ingesting", "(target < 250 MiB)"):
         assert name in out
 
@@ -68,6 +70,20 @@ def test_floor_writes_every_row(tmp_path: Path) -> None:
     counts = {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in ("runs", "steps", "critic_outputs", "events")}
     con.close()
     assert counts == {"runs": 2, "steps": 8, "critic_outputs": 24, "events": 40}
+
+
+def test_bare_floor_has_no_index(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    gen.generate(trace, runs=2, steps=4, experiments=1)
+    db = ingest_bench.bare_db(tmp_path, "bare.db")
+    assert ingest_bench.floor_ingest(trace, db) == len(trace.read_bytes().splitlines())
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    kinds = {r[0] for r in con.execute("select type from sqlite_master")}
+    n = con.execute("select count(*) from critic_outputs").fetchone()[0]
+    con.close()
+    assert kinds == {"table"} and n == 24
 
 
 def test_server_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
