@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from qita.engine.critic import ACTION_RANK, effective_action, strongest_action
 
 from .. import derive
+from . import pg_bulk
 from ..models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 from ..previews import preview_for
 
@@ -188,6 +189,8 @@ class Applier:
         self.dialect = engine.dialect.name
         self._run_pks: dict[str, int] = {}
         self._sql_cache: dict[tuple, str] = {}
+        # PostgreSQL through psycopg 3 takes the SQLite path's positional rows by COPY (app.ingest.pg_bulk).
+        self._pg_copy = pg_bulk.usable(engine)
 
     # -- helpers -----------------------------------------------------------------------
     def _insert(self, table):
@@ -231,9 +234,11 @@ class Applier:
 
     def _bulk_tuples(self, conn: Connection, table, cols: list[str] | tuple[str, ...], params: list[tuple], *,
                      keys: Optional[list[str]] = None, on_conflict: Optional[str] = None) -> None:
-        """SQLite only: one driver-level executemany of positional rows (JSON already encoded)."""
+        """SQLite: one driver-level executemany of positional rows (JSON already encoded); PostgreSQL: COPY."""
         if not params:
             return
+        if self._pg_copy:
+            return pg_bulk.write(conn, table.name, cols, params, keys=keys, on_conflict=on_conflict)
         sql = self._sql_cache.get((table.name, tuple(cols), on_conflict))
         if sql is None:
             sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -308,7 +313,7 @@ class Applier:
         ends: list[tuple[int, dict[str, Any], str, int]] = []
         utc_text: dict[tuple[int, int], str] = {}
         # SQLite takes positional rows straight to the driver; PostgreSQL keeps the portable dicts.
-        tuples = self.dialect == "sqlite"
+        tuples = self.dialect == "sqlite" or self._pg_copy
 
         run_pks = self._run_pks
         for rec, raw, label, line in items:
