@@ -479,7 +479,7 @@ class Applier:
             if self.dialect == "sqlite":
                 # One driver-level executemany: rendering big IN lists cost more than the delete.
                 conn.exec_driver_sql("DELETE FROM critic_outputs WHERE run_pk = ? AND step = ?", keys)
-            else:
+            elif not self._pg_copy:  # pg_bulk replaces them only where a step was stored before
                 for pk in {k[0] for k in keys}:
                     idxs = [k[1] for k in keys if k[0] == pk]
                     for i in range(0, len(idxs), 500):
