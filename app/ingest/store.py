@@ -312,7 +312,7 @@ class Applier:
         starts: list[tuple[int, dict[str, Any], str, int]] = []
         ends: list[tuple[int, dict[str, Any], str, int]] = []
         utc_text: dict[tuple[int, int], str] = {}
-        # SQLite takes positional rows straight to the driver; PostgreSQL keeps the portable dicts.
+        # SQLite takes positional rows straight to the driver, PostgreSQL by COPY; other drivers keep the dicts.
         tuples = self.dialect == "sqlite" or self._pg_copy
 
         run_pks = self._run_pks
