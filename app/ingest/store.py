@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from qita.engine.critic import ACTION_RANK, effective_action
 
 from .. import derive
+from . import pg_bulk
 from ..models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
 from ..previews import preview_for
 
@@ -304,6 +305,8 @@ class Applier:
         self.dialect = engine.dialect.name
         self._run_pks: dict[str, int] = {}
         self._sql_cache: dict[tuple, str] = {}
+        # PostgreSQL through psycopg 3 takes the SQLite path's positional rows by COPY (app.ingest.pg_bulk).
+        self._pg_copy = pg_bulk.usable(engine)
 
     # -- helpers -----------------------------------------------------------------------
     def _insert(self, table):
@@ -347,9 +350,11 @@ class Applier:
 
     def _bulk_tuples(self, conn: Connection, table, cols: list[str] | tuple[str, ...], params: list[tuple], *,
                      keys: Optional[list[str]] = None, on_conflict: Optional[str] = None) -> None:
-        """SQLite only: one driver-level executemany of positional rows (JSON already encoded)."""
+        """SQLite: one driver-level executemany of positional rows (JSON already encoded); PostgreSQL: COPY."""
         if not params:
             return
+        if self._pg_copy:
+            return pg_bulk.write(conn, table.name, cols, params, keys=keys, on_conflict=on_conflict)
         sql = self._sql_cache.get((table.name, tuple(cols), on_conflict))
         if sql is None:
             sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -421,7 +426,8 @@ class Applier:
     def gather(self, items: list[tuple[dict[str, Any], Optional[bytes], str, int]]) -> Gathered:
         """Sort a batch's records into rows by type, in one pass; nothing is written yet."""
         batch = Gathered(utcnow())
-        encode = self.dialect == "sqlite"
+        # SQLite takes positional rows straight to the driver, PostgreSQL by COPY; other drivers keep the dicts.
+        encode = self.dialect == "sqlite" or self._pg_copy
         run_pks = self._run_pks
         touched, utc_text = batch.touched, batch.utc_text
         steps, critics, events = batch.steps, batch.critics, batch.events
@@ -500,6 +506,11 @@ class Applier:
                               on_conflict="update")
             self._bulk_tuples(conn, CRITICS, CRITIC_COLS, critics)
             return
+        if self._pg_copy:  # pg_bulk replaces critic outputs only where a step was stored before
+            self._bulk_tuples(conn, STEPS, STEP_COLS, list(batch.steps.values()), keys=["run_pk", "step"],
+                              on_conflict="update")
+            self._bulk_tuples(conn, CRITICS, CRITIC_COLS, critics)
+            return
         for pk in {k[0] for k in keys}:
             idxs = [k[1] for k in keys if k[0] == pk]
             for i in range(0, len(idxs), 500):
@@ -511,7 +522,7 @@ class Applier:
         """Events (and records of unknown types) by content digest: one read twice is kept once."""
         if not batch.events:
             return
-        if self.dialect == "sqlite":
+        if self.dialect == "sqlite" or self._pg_copy:
             self._bulk_tuples(conn, EVENTS, EVENT_COLS, batch.events, keys=["run_pk", "digest"], on_conflict="nothing")
         else:
             self._bulk(conn, EVENTS, _dicts(EVENT_COLS, batch.events), keys=["run_pk", "digest"], on_conflict="nothing")
