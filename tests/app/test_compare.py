@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import pytest
 
+from tests.app.parsed_html import attrs, one, page, select_texts, text
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -147,8 +148,10 @@ def test_default_comparison_prefers_smoke_and_e2e(client, experiment, ingest, tm
 def test_nothing_to_compare_shows_the_chooser(client):
     data = client.get("/api/compare").json()
     assert data["groups"] is None
-    page = client.get("/compare")
-    assert page.status_code == 200 and "Choose two groups" in page.text
+    r = client.get("/compare")
+    chooser = one(r.text, "details.compare-chooser")
+    assert r.status_code == 200 and text(chooser.summary) == "Choose two groups" and chooser.has_attr("open")
+    assert text(one(r.text, "p.empty")).startswith("Nothing to compare yet")
 
 
 def test_half_given_groups_are_a_clear_400(client, experiment):
@@ -181,16 +184,19 @@ def test_unfinished_run_counts_as_not_graded_and_zero_b_gives_null_savings(clien
 
 
 def test_page_shows_headline_matrix_bars_and_links_to_pairs(client, experiment):
-    page = client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"})
-    assert page.status_code == 200
-    text = page.text
-    assert "Verdicts identical on 3 of 4 paired runs (3 tasks)" in text
-    assert "<svg" in text and 'class="bar-a"' in text
-    assert "stopped early and disagreed" in text
-    assert '/pair?a=s-t1-1&amp;b=e-t1-1' in text
-    fragment = client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e", "only": "disagree"},
-                          headers={"HX-Request": "true"})
-    assert "<html" not in fragment.text and fragment.text.count('class="pair-row') == 1
+    r = client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"})
+    assert r.status_code == 200
+    doc = page(r.text)
+    assert text(one(doc, "#headline")).startswith("Verdicts identical on 3 of 4 paired runs (3 tasks)")
+    bars = one(doc, 'section[aria-label="Savings"] svg.bars')
+    assert bars.select("rect.bar-a") and len(bars.select("rect.bar-a")) == len(bars.select("rect.bar-b"))
+    early = {text(tr.th): text(tr.td) for tr in doc.select('section[aria-label="Early stop"] table.early-breakdown tr')}
+    assert any(k.startswith("stopped early and disagreed") for k in early)
+    assert "/pair?a=s-t1-1&b=e-t1-1" in attrs(doc, "table.pairs tr.pair-row a.pair-link", "href")
+    fragment = page(client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e", "only": "disagree"},
+                               headers={"HX-Request": "true"}).text)
+    assert fragment.find("html") is None and len(fragment.select("tr.pair-row")) == 1
+    assert fragment.select("tr.pair-row.disagree")
 
 
 def test_pair_view_aligns_steps_and_marks_what_smoke_did_not_run(client, experiment):
@@ -203,9 +209,12 @@ def test_pair_view_aligns_steps_and_marks_what_smoke_did_not_run(client, experim
     assert rows[2]["stop_here"] is True and rows[2]["a"]["actions"] == ["tool2"]
     armed = {c["id"]: c for c in data["a"]["criteria"]}
     assert armed["c1"]["armed"] is True and armed["c2"]["advisory"] is True
-    page = client.get("/pair", params={"a": "s-t1-1", "b": "e-t1-1"})
-    assert page.text.count("not run by smoke") == 5
-    assert "smoke stopped here" in page.text
+    doc = page(client.get("/pair", params={"a": "s-t1-1", "b": "e-t1-1"}).text)
+    steps = doc.select('section[aria-label="Steps side by side"] table.pair-steps tbody tr')
+    assert [tr["id"] for tr in steps if "not-run" in tr["class"]] == [f"pair-step-{n}" for n in range(3, 8)]
+    assert select_texts(doc, "tr.not-run .not-run-label") == ["not run by smoke"] * 5
+    assert [tr["id"] for tr in steps if "stop-here" in tr["class"]] == ["pair-step-2"]
+    assert select_texts(doc, "tr#pair-step-2 .stop-mark") == ["■ smoke stopped here"]
 
 
 def test_pair_without_b_finds_the_twin(client, experiment):

@@ -9,6 +9,7 @@ import pytest
 
 from app.failures import top_reasons
 from tests.app.pages_traces import early_run, run_records
+from tests.app.parsed_html import one, page, select_texts, text
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -28,18 +29,26 @@ def failed_run(run_id: str = "f1") -> list[dict]:
     return recs
 
 
-def _head(html: str) -> str:
-    start = html.index('class="run-head"')
-    return html[start:html.index("</section>", start)]
+def links(el, css: str) -> list[tuple]:
+    """(href, data-step, text) of each link `css` selects."""
+    return [(a["href"], a.get("data-step"), text(a)) for a in el.select(css)]
+
+
+def criterion_rows(html: str) -> dict:
+    """The run page's criteria table rows by criterion id."""
+    rows = page(html).select('section[aria-label="Criteria"] tbody tr:not(.criterion-details)')
+    return {text(tr.td.b): tr for tr in rows}
 
 
 def test_header_gives_the_verdict_colour_and_the_stop_reason_none(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "f.jsonl", failed_run())).ok
-    head = _head(client.get("/runs/f1").text)
-    badges = head[head.index('class="badges"'):head.index("</div>", head.index('class="badges"'))]
+    badges = one(client.get("/runs/f1").text, "section.run-head > .badges")
+    shown = badges.find_all(True, recursive=False)
     # the verdict comes first; the stop reason is introduced as what ended the run
-    assert badges.index("verdict-fail") < badges.index("ended by") < badges.index("stop-final")
-    assert "✓" not in badges                                   # no green tick beside a failed verdict
+    assert shown[0]["class"] == ["badge", "verdict", "verdict-fail"]
+    ended = one(badges, ".ended-by")
+    assert ended in shown and text(ended.find(True)) == "ended by" and "stop-final" in one(ended, ".badge.stop")["class"]
+    assert "✓" not in text(badges)                             # no green tick beside a failed verdict
     css = client.get("/static/app.css").text
     assert re.search(r"\.badge\.stop,[^{]*\{background:var\(--neutral-bg\);color:var\(--fg\)", css)
     assert ".stop-final::before{content:none}" in css
@@ -49,23 +58,21 @@ def test_failing_criteria_are_named_when_the_run_recorded_no_failures(tmp_path, 
     assert ingest(write_jsonl(tmp_path / "f.jsonl", failed_run())).ok
     body = client.get("/api/runs/f1").json()
     assert [c["id"] for c in body["failing_criteria"]] == ["says_fixed"]   # lint is informational
-    html = client.get("/runs/f1").text
-    failed_on = html[html.index('id="failed-on"'):html.index("</div>", html.index('id="failed-on"'))]
-    assert "says_fixed" in failed_on and "score 0.00 &lt; 0.90" in failed_on and "lint" not in failed_on
-    report = html[html.index('class="failure-report"'):]
-    report = report[:report.index("</div>")]
-    assert "the run recorded no failures here; the criteria it failed:" in report
-    assert re.search(r'class="failures-list derived-failures"><li><b>says_fixed</b>', report)
+    doc = page(client.get("/runs/f1").text)
+    failed_on = one(doc, "#failed-on")
+    assert select_texts(failed_on, ".failed-criterion > b") == ["says_fixed"] and "lint" not in text(failed_on)
+    assert select_texts(failed_on, ".failed-criterion > .muted") == ["score 0.00 < 0.90"]
+    report = one(doc, 'section[aria-label="Run setup and report"] .failure-report')
+    assert text(one(report, "p.muted")) == "empty: the run recorded no failures here; the criteria it failed:"
+    assert [text(li.b) for li in report.select("ol.failures-list.derived-failures > li")] == ["says_fixed"]
 
 
 def test_criterion_evidence_links_to_its_steps_and_tool_calls(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "f.jsonl", failed_run())).ok
-    html = client.get("/runs/f1").text
-    row = html[html.index("<b>ran_tests</b>"):html.index("</tr>", html.index("<b>ran_tests</b>"))]
-    assert '<a class="evidence step-ref" href="/runs/f1?from=1#step-1" data-step="1">decided at step 1</a>' in row
-    assert '<a class="evidence call-ref" href="/runs/f1/calls/2">tool call #2</a>' in row
-    row = html[html.index("<b>says_fixed</b>"):html.index("</tr>", html.index("<b>says_fixed</b>"))]
-    assert 'href="/runs/f1?from=2#step-2" data-step="2">step 2</a>' in row
+    rows = criterion_rows(client.get("/runs/f1").text)
+    assert links(rows["ran_tests"], "a.evidence.step-ref") == [("/runs/f1?from=1#step-1", "1", "decided at step 1")]
+    assert links(rows["ran_tests"], "a.evidence.call-ref") == [("/runs/f1/calls/2", None, "tool call #2")]
+    assert links(rows["says_fixed"], "a.evidence.step-ref") == [("/runs/f1?from=2#step-2", "2", "step 2")]
     # run_records gives each step one action: call 2 is step 1's
     assert client.get("/api/runs/f1/calls/2").json()["step"] == 1
 
@@ -75,10 +82,10 @@ def test_a_passing_run_lists_no_failing_criteria_and_an_advisory_one_is_not_blam
     assert ingest(write_jsonl(tmp_path / "e.jsonl", early_run())).ok
     body = client.get("/api/runs/early-1").json()
     assert body["run"]["verdict"] == "pass" and body["failing_criteria"] == []
-    assert 'id="failed-on"' not in client.get("/runs/early-1").text
-    html = client.get("/runs/early-1").text
-    assert '<a class="evidence step-ref" href="/runs/early-1?from=2#step-2" data-step="2">step 2</a>' in html
-    assert '<a class="evidence call-ref" href="/runs/early-1/calls/1">tool call #1</a>' in html
+    doc = page(client.get("/runs/early-1").text)
+    assert not doc.select("#failed-on")
+    assert ("/runs/early-1?from=2#step-2", "2", "step 2") in links(doc, "a.evidence.step-ref")
+    assert ("/runs/early-1/calls/1", None, "tool call #1") in links(doc, "a.evidence.call-ref")
 
 
 def test_list_reasons_count_failing_runs_only(tmp_path, ingest, client):

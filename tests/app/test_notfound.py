@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.app.pages_traces import run_records
+from tests.app.parsed_html import attrs, one, page, select_texts, text
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -32,10 +33,14 @@ def test_missing_run_names_the_id_the_nearest_ids_and_the_experiments(runs, clie
     # a task id where a run id belongs finds the runs of that task
     assert client.get("/api/runs/task-other-run").json()["nearest_run_ids"][0] == "other-run"
     # the page says the same, with links
-    html = client.get("/runs/smoke%2Ftask-07%2F2").text
-    assert "no run with id &#39;smoke/task-07/2&#39;" in html
-    assert 'id="nearest-runs"' in html and 'href="/runs/smoke%2Ftask-07%2F0"' in html
-    assert 'href="/runs?experiment=solo"' in html
+    doc = page(client.get("/runs/smoke%2Ftask-07%2F2").text)
+    assert text(one(doc, '.error-message[role="alert"]')).startswith("no run with id 'smoke/task-07/2'")
+    nearest = one(doc, "#nearest-runs")
+    assert select_texts(nearest, "a")[:3] == ["smoke/task-07/0", "smoke/task-07/1", "smoke/task-08/0"]
+    assert attrs(nearest, "a", "href")[0] == "/runs/smoke%2Ftask-07%2F0"
+    experiments = one(doc, "#experiments-list")
+    assert [(text(a), a["href"]) for a in experiments.select("a")] == [
+        ("ab", "/runs?experiment=ab"), ("solo", "/runs?experiment=solo")]
     # every route that takes a run id answers the same way
     for url in ("/api/runs/nope/steps", "/api/runs/nope/live", "/api/runs/nope/delete", "/api/pair?a=nope",
                 "/api/runs/nope/calls/1"):
@@ -46,7 +51,9 @@ def test_missing_run_names_the_id_the_nearest_ids_and_the_experiments(runs, clie
 def test_nothing_close_says_so(runs, client):
     body = client.get("/api/runs/zzzzzzzzzzzzzzzzzzzz").json()
     assert body["nearest_run_ids"] == [] and body["experiments"] == ["ab", "solo"]
-    assert "No run id is close to it" in client.get("/runs/zzzzzzzzzzzzzzzzzzzz").text
+    doc = page(client.get("/runs/zzzzzzzzzzzzzzzzzzzz").text)
+    assert select_texts(doc, ".error-box .error-help") == ["No run id is close to it.", "Experiments on this board: ab solo"]
+    assert not doc.select("#nearest-runs")
 
 
 def test_compare_with_a_variant_that_does_not_exist_names_the_variants(runs, client):
@@ -56,8 +63,11 @@ def test_compare_with_a_variant_that_does_not_exist_names_the_variants(runs, cli
     assert body["error"] == "experiment 'ab' has no variant 'nosuch'; its variants: e2e, smoke"
     assert body["valid"] == ["e2e", "smoke"] and body["variants"] == {"ab": ["e2e", "smoke"]}
     html = client.get("/compare?experiment=ab&a=smoke&b=nosuch")
-    assert html.status_code == 404 and 'id="valid-variants"' in html.text
-    assert 'href="/compare?experiment=ab&amp;a=e2e&amp;b=smoke"' in html.text
+    assert html.status_code == 404
+    valid = one(html.text, "#valid-variants")
+    assert text(valid.b) == "ab" and select_texts(valid, "a.tag") == ["e2e", "smoke"]
+    compare = one(valid, "a:not(.tag)")
+    assert (compare["href"], text(compare)) == ("/compare?experiment=ab&a=e2e&b=smoke", "compare e2e with smoke")
 
 
 def test_compare_with_an_experiment_or_tag_that_does_not_exist_names_the_valid_ones(runs, client):
@@ -79,8 +89,9 @@ def test_compare_of_a_group_with_itself_is_a_400(runs, client):
 def test_a_step_past_the_end_says_so(runs, client):
     body = client.get("/api/runs/other-run?from=9999").json()
     assert body["notice"] == "there is no step 9999 or later: the last is step 2; showing the last steps"
-    html = client.get("/runs/other-run?from=9999").text
-    assert 'id="steps-notice"' in html and 'id="step-2"' in html
+    doc = page(client.get("/runs/other-run?from=9999").text)
+    assert text(one(doc, '#steps-notice[role="status"]')) == body["notice"]
+    assert attrs(doc, "#steps > article", "id")[-1] == "step-2"                # the last steps, down to the last
     r = client.get("/api/runs/other-run/steps?offset=9999")
     assert r.status_code == 404
     assert r.json()["error"] == "offset 9999 is past the end: the run has 3 steps (offsets 0 to 2)"

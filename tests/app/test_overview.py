@@ -10,6 +10,8 @@ from sqlalchemy import text
 
 from app.overview import median, pass_rate, wilson
 from tests.app.pages_traces import run_records
+from tests.app.parsed_html import one, page, select_texts
+from tests.app.parsed_html import text as shown
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -111,24 +113,36 @@ def test_overview_headline_is_the_compare_pages(crafted, client):
     c = alpha["compare"]
     assert (c["a"], c["b"]) == ("smoke", "e2e")
     assert c["url"] == "/compare?experiment=alpha&a=smoke&b=e2e"
-    page = client.get(c["url"] + "&format=json").json()
-    assert c["headline"] == page["headline"]
+    compared = client.get(c["url"] + "&format=json").json()
+    assert c["headline"] == compared["headline"]
     # paired t1..t4: t1 pass/pass and t2 fail/fail agree, t3 pass/fail does not; t4 pairs the
     # error with a fail, both misses, so they agree (app.compare: an error counts as a miss)
     assert c["headline"].startswith("Verdicts identical on 3 of 4 paired runs (4 tasks): agreement 75%")
-    html = client.get("/").text
-    assert c["headline"] in html and 'href="/compare?experiment=alpha&amp;a=smoke&amp;b=e2e"' in html
+    box = one(client.get("/").text, 'section[aria-label="Experiment alpha"] .experiment-compare')
+    assert select_texts(box, "p.headline-small") == [c["headline"]]
+    link = one(box, "a.compare-link")
+    assert (link["href"], shown(link)) == ("/compare?experiment=alpha&a=smoke&b=e2e", "Compare smoke with e2e →")
 
 
 def test_overview_page_shows_each_variant_apart(crafted, client):
     html = client.get("/").text
-    alpha = html[html.index('aria-label="Experiment alpha"'):]
-    row = alpha[alpha.index('data-variant="smoke"'):alpha.index("</tr>", alpha.index('data-variant="smoke"'))]
-    assert "50%" in row and "(15%–85%)" in row and "$0.2000" in row and "agent crashed" in row
-    row = alpha[alpha.index('data-variant="e2e"'):alpha.index("</tr>", alpha.index('data-variant="e2e"'))]
-    assert "25%" in row and "(5%–70%)" in row and "$2.50" in row
-    assert "38%" not in html                                     # 3 of 8: the mixed figure appears nowhere
-    assert 'href="/runs"' in html                                # the runs list one click away
+    doc = page(html)
+    alpha = one(doc, 'section[aria-label="Experiment alpha"]')
+
+    def cells(variant):
+        """A variant row's figures: pass rate, its interval, median cost, failure reasons."""
+        row = one(alpha, f'tr.variant-row[data-variant="{variant}"]')
+        rate = one(row, "td.pass-rate")
+        cost = row.select("td")[3]                               # runs, pass · fail · error, pass rate, cost
+        return shown(rate.b), shown(one(rate, ".interval")), shown(cost), select_texts(row, ".reason-text")
+
+    rate, interval, cost, reasons = cells("smoke")
+    assert (rate, interval) == ("50%", "(15%–85%)") and cost.startswith("$0.2000") and "agent crashed" in reasons
+    rate, interval, cost, _ = cells("e2e")
+    assert (rate, interval) == ("25%", "(5%–70%)") and cost.startswith("$2.50")
+    # 3 of 8: the mixed figure appears nowhere, aria-labels included: a check on the bytes
+    assert "38%" not in html
+    assert one(doc, "a.all-runs")["href"] == "/runs"             # the runs list one click away
 
 
 def test_list_links_to_the_old_home_redirect_to_the_runs_list(crafted, client):
@@ -139,4 +153,5 @@ def test_list_links_to_the_old_home_redirect_to_the_runs_list(crafted, client):
 
 def test_empty_board_says_how_to_start(client):
     assert client.get("/api/experiments").json() == {"experiments": [], "runs": 0}
-    assert "qita demo" in client.get("/").text
+    empty = one(client.get("/").text, "p.empty")
+    assert "qita demo" in select_texts(empty, "code") and "/upload" in [a["href"] for a in empty.select("a")]

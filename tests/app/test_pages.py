@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import re
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from app.present import STOP_REASON_LABELS
 from tests.app.pages_traces import early_run, run_records, write_set
+from tests.app.parsed_html import attrs, one, page, select_texts, text
 from tests.conftest import write_jsonl
 
 
 @pytest.fixture
 def crafted(tmp_path, ingest):
     assert ingest(write_set(tmp_path / "t")).ok
+
+
+def dl_pairs(el) -> dict[str, str]:
+    """A <dl class="meta"> as {term: its value's text}."""
+    return {text(d.dt): text(d.dd) for d in el.select("dl > div") if d.dt and d.dd}
 
 
 def ids(client, query: str = "") -> list[str]:
@@ -63,25 +69,33 @@ def test_list_stats_worked_by_hand(crafted, client):
 
 
 def test_list_page_keeps_the_view_in_its_links_and_htmx_gets_only_the_table(crafted, client):
-    html = client.get("/runs?verdict=fail&sort=steps&limit=1").text
-    assert '<option value="fail" selected>' in html
-    assert "offset=1" in html and "verdict=fail" in html and "sort=steps" in html   # next-page link keeps filters
-    frag = client.get("/runs?verdict=fail", headers={"HX-Request": "true"}).text
-    assert "<html" not in frag and 'class="runs ' in frag and 'id="filters"' not in frag
-    assert frag.count('class="run-id"') == 2
+    doc = page(client.get("/runs?verdict=fail&sort=steps&limit=1").text)
+    assert attrs(doc, 'select[name="verdict"] option[selected]', "value") == ["fail"]
+    assert attrs(doc, 'select[name="sort"] option[selected]', "value") == ["steps"]
+    nxt = one(doc, "nav.pager a")                               # the first of 2 pages: only "next"
+    assert text(nxt) == "next →" and nxt["hx-get"] == nxt["href"]
+    query = parse_qs(urlsplit(nxt["href"]).query)               # the next-page link keeps filters
+    assert (query["offset"], query["verdict"], query["sort"]) == (["1"], ["fail"], ["steps"])
+    frag = page(client.get("/runs?verdict=fail", headers={"HX-Request": "true"}).text)
+    assert frag.find("html") is None and frag.select("table.runs") and not frag.select("#filters")
+    assert select_texts(frag, "table.runs td.run-id") == ["c", "b"]
 
 
 def test_list_renders_stats_header(crafted, client):
-    html = client.get("/runs").text
-    stats = html[html.index('class="stats"'):html.index('class="runs ')]
+    stats = one(client.get("/runs").text, "section.stats")
     # two variants: one pass rate each, never the mixed 50% (smoke: a, early-1 pass, c fails; e2e: b fails)
-    assert "50%" not in stats and "pass rate per variant" in stats
-    assert re.search(r"exp / <b>smoke</b></a> <span class=\"rate\">67%</span> <span class=\"count\">2 of 3</span>", stats)
-    assert re.search(r"exp / <b>e2e</b></a> <span class=\"rate\">0%</span> <span class=\"count\">0 of 1</span>", stats)
-    one = client.get("/runs?variant=smoke").text
-    assert "67%" in one and "2 of 3 graded" in one and "pass rate per variant" not in one
-    assert "criterion c failed" in stats and "ran out of steps" not in stats
-    assert "unknown" in stats   # the unknown stop reason is marked
+    assert "50%" not in text(stats)
+    assert text(one(stats, ".by-variant > .stat-label")).startswith("pass rate per variant")
+    rates = [(text(li.a), text(li.a.b), text(li.select_one(".rate")), text(li.select_one(".count")))
+             for li in stats.select("ul.variant-rates > li")]
+    assert sorted(rates) == [("exp / e2e", "e2e", "0%", "0 of 1"), ("exp / smoke", "smoke", "67%", "2 of 3")]
+    single = one(client.get("/runs?variant=smoke").text, "section.stats")
+    assert not single.select(".by-variant")
+    rate = one(single, '.stat:has(> .stat-label:-soup-contains("pass rate"))')   # the one pass-rate figure
+    assert (text(rate.select_one(".stat-value")), text(rate.select_one(".stat-label"))) == ("67%", "pass rate (2 of 3 graded)")
+    assert select_texts(stats, "ol.failures .clip") == ["criterion c failed"] and "ran out of steps" not in text(stats)
+    # the unknown stop reason is marked
+    assert select_texts(stats, "ul.dist .badge.stop.stop-unknown .badge-flag") == ["unknown"]
 
 
 # -- run view ----------------------------------------------------------------------------
@@ -89,10 +103,9 @@ def test_list_renders_stats_header(crafted, client):
 @pytest.mark.parametrize("reason", sorted(STOP_REASON_LABELS))
 def test_each_stop_reason_has_its_own_labelled_badge(reason, tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "r.jsonl", run_records("r", stop_reason=reason))).ok
-    html = client.get("/runs/r").text
-    badge = re.search(r'<span class="badge stop stop-([a-z_]+)"[^>]*>(.*?)</span>', html, re.S)
-    assert badge.group(1) == reason
-    assert badge.group(2).strip() == STOP_REASON_LABELS[reason]
+    badge = one(client.get("/runs/r").text, ".run-head .ended-by .badge.stop")
+    assert badge["class"] == ["badge", "stop", f"stop-{reason}"]
+    assert text(badge) == STOP_REASON_LABELS[reason]
 
 
 def test_stop_badges_are_distinct():
@@ -100,9 +113,9 @@ def test_stop_badges_are_distinct():
 
 
 def test_unknown_stop_reason_is_shown_as_given_and_marked(crafted, client):
-    html = client.get("/runs/d").text
-    head = html[html.index('class="run-head"'):]
-    assert "stop-unknown" in head and "weird_reason" in head and ">unknown<" in head
+    badge = one(client.get("/runs/d").text, ".run-head .ended-by .badge.stop")
+    assert "stop-unknown" in badge["class"] and badge["title"] == "stop reason: weird_reason"
+    assert text(badge) == "unknown weird_reason" and text(badge.select_one(".badge-flag")) == "unknown"
     assert client.get("/api/runs/d").json()["run"]["stop_reason"] == "weird_reason"
 
 
@@ -110,10 +123,12 @@ def test_state_badges(tmp_path, ingest, client, settings):
     write_jsonl(tmp_path / "s.jsonl", run_records("fin") + run_records("open", end=False))
     assert ingest(tmp_path / "s.jsonl").ok
     assert client.get("/api/runs/fin").json()["run"]["state"] == "finished"
-    assert "state-finished" in client.get("/runs/fin").text
+    badge = one(client.get("/runs/fin").text, ".run-head .badge.state")
+    assert badge["class"] == ["badge", "state", "state-finished"] and text(badge) == "finished"
     state = client.get("/api/runs/open").json()["run"]["state"]
     assert state in ("running", "abandoned")
-    assert f'state state-{state}">{state}<' in client.get("/runs/open").text
+    badge = one(client.get("/runs/open").text, ".run-head .badge.state")
+    assert badge["class"] == ["badge", "state", f"state-{state}"] and text(badge) == state
 
 
 def test_gauges_early_stop_panel_and_markers(tmp_path, ingest, client):
@@ -130,16 +145,18 @@ def test_gauges_early_stop_panel_and_markers(tmp_path, ingest, client):
     assert crit["style"]["informational"] and not crit["style"]["advisory"]
     assert data["run"]["verdict"] == "pass" and data["run"]["gated_on"] == "armed"
 
-    html = client.get("/runs/early-1").text
-    assert "3 of 10 (30%)" in html and "60 of 100 (60%)" in html
-    panel = html[html.index('class="panel early-panel"'):html.index('aria-label="Criteria"')]
-    for text in ("armed criterion passed", "smoke", "#1", "12.5 s", ">7<"):
-        assert text in panel
-    rows = {m.group(1): m.group(0) for m in re.finditer(r"<tr[^>]*>\s*<td><b>(\w+)</b>.*?</tr>", html, re.S)}
-    assert "advisory — not gated (run stopped early)" in rows["e2e"]
-    assert "advisory" not in rows["smoke"] and "armed" in rows["smoke"]
-    assert "informational" in rows["style"] and "advisory —" not in rows["style"]
-    assert "gated on armed criteria only" in html
+    doc = page(client.get("/runs/early-1").text)
+    gauges = select_texts(doc, ".run-head .gauges .gauge-text")
+    assert "3 of 10 (30%)" in gauges and "60 of 100 (60%)" in gauges
+    panel = dl_pairs(one(doc, "section.early-panel"))
+    assert (panel["reason"], panel["deciding criterion"], panel["tool call"]) == ("armed criterion passed", "smoke", "tool call #1")
+    assert (panel["elapsed"], panel["steps avoided (upper bound)"]) == ("12.5 s", "7")
+    rows = {text(tr.td.b): tr for tr in doc.select('section[aria-label="Criteria"] tbody tr:not(.criterion-details)')}
+    assert select_texts(rows["e2e"], ".badge.advisory") == ["advisory — not gated (run stopped early)"]
+    assert not rows["smoke"].select(".badge.advisory") and text(one(rows["smoke"], ".badge.armed")).startswith("armed")
+    assert select_texts(rows["style"], ".badge.informational") == ["informational"]
+    assert not rows["style"].select(".badge.advisory")
+    assert text(one(doc, ".run-head .gated")) == "gated on armed criteria only"
 
 
 def test_steps_carry_every_critic_output_with_names(tmp_path, ingest, client):
@@ -149,26 +166,29 @@ def test_steps_carry_every_critic_output_with_names(tmp_path, ingest, client):
     outs = steps["data"][1]["critic_outputs"]
     assert [o["name"] for o in outs] == ["judge", "critic #2"]
     assert [o["action"] for o in outs] == ["retry", "continue"]
-    html = client.get("/runs/early-1").text
-    step1 = html[html.index('id="step-1"'):html.index('id="step-2"')]
-    assert step1.count("<tr><td class=\"critic-name\">") == 2 and "critic #2" in step1 and "nameless" in step1
-    lane = re.findall(r'class="mark mark-(\w+)', html[html.index('class="lane"'):])
-    assert lane[:3] == ["continue", "retry", "stop"]
+    doc = page(client.get("/runs/early-1").text)
+    critics = one(doc, "#step-1 table.critics")
+    assert select_texts(critics, "td.critic-name") == ["judge", "critic #2"]
+    assert [text(tr.select("td")[2]) for tr in critics.select("tbody tr")][1] == "nameless"   # the reason column
+    lane = [cls[1] for cls in attrs(doc, "ol.lane a.mark", "class")]
+    assert lane == ["mark-continue", "mark-retry", "mark-stop"]
 
 
 def test_lazy_steps_pages(tmp_path, ingest, client, settings):
     assert ingest(write_jsonl(tmp_path / "long.jsonl", run_records("long", steps=60))).ok
-    html = client.get("/runs/long").text
+    doc = page(client.get("/runs/long").text)
     # a short first block, then full blocks of page_steps as the reader scrolls
-    assert (html.count("<article"), settings.first_page_steps, settings.page_steps) == (12, 12, 25)
-    assert 'hx-get="/runs/long/steps?offset=12&amp;limit=25"' in html and 'hx-trigger="revealed"' in html
+    assert (len(doc.select("#steps > article")), settings.first_page_steps, settings.page_steps) == (12, 12, 25)
+    more = one(doc, "#steps > div.more-steps")
+    assert (more["hx-get"], more["hx-trigger"]) == ("/runs/long/steps?offset=12&limit=25", "revealed")
     block = client.get("/api/runs/long/steps?offset=50&limit=25").json()
     assert [s["step"] for s in block["data"]] == list(range(50, 60)) and block["count"] == 60
-    frag = client.get("/runs/long/steps?offset=50&limit=25", headers={"HX-Request": "true"}).text
-    assert frag.count("<article") == 10 and "more-steps" not in frag
+    frag = page(client.get("/runs/long/steps?offset=50&limit=25", headers={"HX-Request": "true"}).text)
+    assert len(frag.select("article")) == 10 and not frag.select(".more-steps")
     # opening the run from a lane mark far down renders from that step
-    html = client.get("/runs/long?from=40").text
-    assert re.findall(r'<article[^>]*id="step-(\d+)"', html)[0] == "40" and "earlier steps" in html
+    doc = page(client.get("/runs/long?from=40").text)
+    assert attrs(doc, "#steps > article", "id")[0] == "step-40"
+    assert text(one(doc, "p.earlier a.earlier-link")) == "↑ earlier steps"
 
 
 def test_long_values_are_cut_and_loaded_on_demand(tmp_path, ingest, client):
@@ -177,10 +197,14 @@ def test_long_values_are_cut_and_loaded_on_demand(tmp_path, ingest, client):
     recs[1]["observation"] = {"text": big, "k/ey": ["a", "b"]}
     assert ingest(write_jsonl(tmp_path / "b.jsonl", recs)).ok
     html = client.get("/runs/big").text
+    # about the bytes (size; the value never as raw markup): substring checks are right here
     assert len(html) < 30_000 and "<b>x</b>" not in html
-    assert 'hx-get="/runs/big/steps/0/field?path=%2Fobservation"' in html
+    observation = one(html, "#step-0 .field:has(> .label:-soup-contains(observation))")
+    assert attrs(observation, "button.more", "hx-get") == ["/runs/big/steps/0/field?path=%2Fobservation"]
     full = client.get("/runs/big/steps/0/field?path=/observation/text", headers={"HX-Request": "true"}).text
+    # escaped, never raw markup: about the bytes; then the reader sees the value whole
     assert full.count("&lt;b&gt;x&lt;/b&gt;") == 5000 and "<b>" not in full
+    assert page(full).get_text().strip() == big
     assert client.get("/api/runs/big/steps/0/field?path=/observation/k~1ey/1").json()["value"] == "b"
     assert client.get("/api/runs/big/steps/0/field?path=observation").status_code == 400
     assert client.get("/api/runs/big/steps/0/field?path=/observation/~2").status_code == 400
@@ -198,15 +222,17 @@ def test_live_poll_answers_204_until_the_run_changes(tmp_path, ingest, client):
     html = client.get("/runs/lv").text
     stamp = client.get("/api/runs/lv").json()["live"]["stamp"]
     if client.get("/api/runs/lv").json()["run"]["state"] == "running":
-        assert 'hx-trigger="every 2000ms"' in html
+        assert one(html, "#live")["hx-trigger"] == "every 2000ms"
     assert client.get(f"/runs/lv/live?stamp={stamp}").status_code == 204
     write_jsonl(path, run_records("lv", steps=3))   # a third step and the run_end
     assert ingest(path).ok
     frag = client.get("/runs/lv/live", params={"stamp": stamp, "after": 1}, headers={"HX-Request": "true"})
     assert frag.status_code == 200
-    assert re.findall(r'<article[^>]*id="step-(\d+)"', frag.text) == ["2"]
-    assert 'hx-swap-oob="beforeend:#steps"' in frag.text
-    assert 'id="live"' in frag.text and "hx-trigger" not in frag.text.split('id="run-header"')[0]  # polling stops
+    doc = page(frag.text)
+    assert attrs(doc, 'div[hx-swap-oob="beforeend:#steps"] > article', "id") == ["step-2"]   # only the new step
+    assert not doc.select('article:not([hx-swap-oob="beforeend:#steps"] > article)')
+    live = one(doc, "#live")
+    assert "live-off" in live["class"] and not live.has_attr("hx-trigger")   # polling stops
 
 
 # -- QitOS runs --------------------------------------------------------------------------
@@ -220,15 +246,17 @@ def test_qitos_runs_show_every_step_critic_thought_and_stay_light(qitos_runs, in
         steps = client.get(f"/api/runs/{rid}/steps?limit=200").json()
         assert steps["count"] == r["steps"] > 0
         html = client.get(f"/runs/{rid}").text
-        assert len(html) < 200_000
-        assert html.count("<article") == r["steps"]
-        assert "final answer" in html[html.index('class="run-head"'):]   # the stop badge: final
+        assert len(html) < 200_000                                # the bytes: a substring-free size check
+        doc = page(html)
+        assert len(doc.select("#steps > article")) == r["steps"]
+        assert text(one(doc, ".run-head .ended-by .badge.stop")) == "final answer"
         for s in steps["data"]:
             for i, o in enumerate(s["critic_outputs"]):
                 assert o["name"] == (o["critic"] or f"critic #{i + 1}")
         thoughts = [x for s in steps["data"] for x in s["extras"] if x["label"] == "thought"]
         assert thoughts and all(isinstance(t["value"], str) for t in thoughts)
-        assert 'class="label">thought<' in html
+        assert "thought" in select_texts(doc, "#steps article .field > .label")
     coding = next(r["run_id"] for r in runs if "coding" in r["run_id"])
-    html = client.get(f"/runs/{coding}").text
-    assert "critic #1" in html and "react_reflection_pass" in html
+    doc = page(client.get(f"/runs/{coding}").text)
+    assert "critic #1" in select_texts(doc, "td.critic-name")
+    assert any("react_reflection_pass" in t for t in select_texts(doc, "#steps table.critics td"))

@@ -18,6 +18,7 @@ from app.models import RUNS
 from app.removal import child_tables
 from app.settings import Settings
 from tests.app.pages_traces import TS, early_run, run_records
+from tests.app.parsed_html import attrs, page, select_texts
 from tests.conftest import ROOT, write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -103,10 +104,12 @@ def test_a_deleted_run_can_be_ingested_again(loaded, client, tmp_path):
 
 
 def test_the_page_asks_first_and_the_form_must_confirm(loaded, client):
-    page = client.get("/runs/alpha-smoke-t1/delete")
-    assert page.status_code == 200
-    assert 'name="confirm" value="alpha-smoke-t1"' in page.text and "early_stops 1" in page.text
-    assert 'href="/runs/alpha-smoke-t1/delete"' in client.get("/runs/alpha-smoke-t1").text
+    asked = client.get("/runs/alpha-smoke-t1/delete")
+    assert asked.status_code == 200
+    doc = page(asked.text)
+    assert attrs(doc, 'form input[name="confirm"]', "value") == ["alpha-smoke-t1"]
+    assert "early_stops 1" in select_texts(doc, "#row-counts .tag")
+    assert attrs(client.get("/runs/alpha-smoke-t1").text, "a.delete-link", "href") == ["/runs/alpha-smoke-t1/delete"]
     refused = client.post("/runs/alpha-smoke-t1/delete", data={"confirm": "something else"}, headers=SAME_SITE)
     assert refused.status_code == 400 and client.get("/api/runs/alpha-smoke-t1").status_code == 200
     done = client.post("/runs/alpha-smoke-t1/delete", data={"confirm": "alpha-smoke-t1"}, headers=SAME_SITE)
@@ -166,12 +169,14 @@ def test_deleting_an_upload_removes_the_runs_it_created_and_keeps_the_others(cli
 
 def test_the_upload_page_and_its_confirmation(client):
     up = _upload(client, "page.jsonl", run_records("p-1"))
-    page = client.get(f"/uploads/{up['upload_id']}").text
-    assert "page.jsonl" in page and f'href="/uploads/{up["upload_id"]}/delete"' in page
-    assert f'href="/uploads/{up["upload_id"]}"' in client.get("/runs/p-1").text      # the run names its upload
-    assert f'href="/uploads/{up["upload_id"]}"' in client.get("/uploads").text
-    confirm = client.get(f"/uploads/{up['upload_id']}/delete").text
-    assert f'name="confirm" value="{up["upload_id"]}"' in confirm
+    uid = up["upload_id"]
+    record = page(client.get(f"/uploads/{uid}").text)
+    assert "page.jsonl" in select_texts(record, "code")
+    assert attrs(record, "a.danger-link", "href") == [f"/uploads/{uid}/delete"]
+    assert attrs(client.get("/runs/p-1").text, "a.from-upload", "href") == [f"/uploads/{uid}"]   # the run names its upload
+    assert f"/uploads/{uid}" in attrs(client.get("/uploads").text, "table a", "href")
+    confirm = client.get(f"/uploads/{uid}/delete").text
+    assert attrs(confirm, 'form input[name="confirm"]', "value") == [str(uid)]
     done = client.post(f"/uploads/{up['upload_id']}/delete", data={"confirm": str(up["upload_id"])}, headers=SAME_SITE)
     assert done.status_code == 200 and client.get("/api/runs/p-1").status_code == 404
     assert client.get("/api/uploads/99999").status_code == 404

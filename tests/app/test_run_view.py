@@ -4,7 +4,6 @@ trace data outside steps is shown, early-stop and live wording, number formats."
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta, timezone
 
 import orjson
@@ -14,13 +13,18 @@ from sqlalchemy import update
 from app.models import CriterionRow
 from app.present import fmt_dt, fmt_duration, fmt_iso
 from tests.app.pages_traces import early_run, run_records
+from tests.app.parsed_html import attrs, one, page, select_texts, text
 from tests.conftest import write_jsonl
 
 
-def step_html(html: str, n: int) -> str:
-    start = html.index(f'id="step-{n}"')
-    end = html.find("</article>", start)
-    return html[start:end]
+def step_el(html: str, n: int):
+    """The <article> of step n, parsed."""
+    return one(html, f"article#step-{n}")
+
+
+def labels(el) -> list[str]:
+    """The labels of the fields shown in `el` (thought, observation, final answer, ...)."""
+    return select_texts(el, ".field > .label")
 
 
 # -- 1. fields a record lacks are not invented ------------------------------------------------
@@ -34,14 +38,17 @@ def test_step_without_decision_or_observation_shows_no_made_up_fields(tmp_path, 
     assert ingest(write_jsonl(tmp_path / "b.jsonl", recs)).ok
     record = client.get("/api/runs/bare/steps").json()["data"][0]["record"]
     assert "decision" not in record and "observation" not in record
-    step = step_html(client.get("/runs/bare").text, 0)
-    assert "final answer" not in step and ">observation<" not in step and "thought" not in step
-    assert "<code>look</code>" in step and '<pre class="pre"></pre>' not in step   # no empty args block
-    assert 'class="ev-error"' not in step
-    tools = step[step.index('class="tools"'):]
-    assert "<td>grep</td><td>—</td>" in tools and "None" not in tools and " ms<" not in tools
-    diff = step[step.index('class="diff"'):]
-    assert re.search(r"<td><span class=\"muted\">—</span></td><td><pre class=\"pre\">1</pre></td>", diff)
+    step = step_el(client.get("/runs/bare").text, 0)
+    assert labels(step) == ["actions"]                         # no final answer, observation or thought
+    assert "thought" not in text(step)
+    action = one(step, "ul.actions > li")
+    assert text(action) == "look" and select_texts(action, "code") == ["look"]
+    assert not action.select("pre")                            # no empty args block
+    assert not step.select(".ev-error")
+    assert [select_texts(tr, "td") for tr in step.select("table.tools tbody tr")] == [["grep", "—", "—", "—"]]
+    diff = [[text(c) for c in tr.find_all(["th", "td"])] for tr in step.select("table.diff tbody tr")]
+    assert diff == [["only_after", "—", "1"]]
+    assert one(step, "table.diff tbody td .muted") and one(step, "table.diff tbody td pre.pre")
 
 
 def test_present_fields_still_show_including_falsy_ones(tmp_path, ingest, client):
@@ -49,9 +56,10 @@ def test_present_fields_still_show_including_falsy_ones(tmp_path, ingest, client
     recs[1]["decision"]["final_answer"] = ""     # written, though empty: shown
     recs[1]["observation"] = 0
     assert ingest(write_jsonl(tmp_path / "f.jsonl", recs)).ok
-    step = step_html(client.get("/runs/full").text, 0)
-    assert 'class="label">final answer<' in step and 'class="label">observation<' in step
-    assert 'class="label">thought<' in step and "because 0" in step
+    step = step_el(client.get("/runs/full").text, 0)
+    assert {"final answer", "observation", "thought"} <= set(labels(step))
+    shown = {text(f.select_one(".label")): text(f.select_one("pre")) for f in step.select(".field:has(> .label):has(pre)")}
+    assert shown["final answer"] == "" and shown["observation"] == "0" and shown["thought"] == "because 0"
 
 
 def test_step_header_omits_absent_duration_and_tokens(tmp_path, ingest, client):
@@ -60,17 +68,18 @@ def test_step_header_omits_absent_duration_and_tokens(tmp_path, ingest, client):
     recs[2]["duration_s"] = 8.25                  # step 1: 8.25 s and 10 tokens
     assert ingest(write_jsonl(tmp_path / "c.jsonl", recs)).ok
     html = client.get("/runs/cost").text
-    assert "step-cost" not in step_html(html, 0) and "tokens" not in step_html(html, 0)
-    assert '<span class="muted step-cost">8.25 s · 10 tokens</span>' in step_html(html, 1)
+    assert not step_el(html, 0).select(".step-cost") and "tokens" not in text(step_el(html, 0))
+    assert select_texts(step_el(html, 1), "summary .step-cost") == ["8.25 s · 10 tokens"]
 
 
 def test_event_without_error_or_payload_shows_no_empty_parts(tmp_path, ingest, client):
     recs = run_records("ev", steps=1)
     recs.insert(2, {"type": "event", "run_id": "ev", "step": 0, "phase": "END", "ts": "2026-03-01T10:00:05+00:00", "payload": {}})
     assert ingest(write_jsonl(tmp_path / "e.jsonl", recs)).ok
-    frag = client.get("/runs/ev/steps/0/events", headers={"HX-Request": "true"}).text
-    assert "END" in frag and "ev-error" not in frag and "{}" not in frag
-    assert 'title="2026-03-01T10:00:05+00:00"' in frag
+    frag = page(client.get("/runs/ev/steps/0/events", headers={"HX-Request": "true"}).text)
+    event = one(frag, "ol.timeline > li")
+    assert text(one(event, ".phase")) == "END" and not event.select(".ev-error, pre") and "{}" not in text(event)
+    assert attrs(event, "span.muted", "title") == ["2026-03-01T10:00:05+00:00"]
 
 
 # -- 2. the verdict lane groups long runs -----------------------------------------------------
@@ -84,10 +93,10 @@ def test_lane_of_a_3000_step_run_has_one_mark_per_8_steps(tmp_path, ingest, clie
     assert (lane["marks"][-1]["step"], lane["marks"][-1]["last"]) == (2992, 2999)
     for a, b in zip(lane["marks"], lane["marks"][1:]):
         assert a["last"] == a["step"] + 7 and b["step"] == a["last"] + 1      # contiguous, no overlap
-    html = client.get("/runs/big").text
-    lane_html = html[html.index('class="lane"'):html.index("</ol>", html.index('class="lane"'))]
-    assert lane_html.count('class="mark ') == 375
-    assert 'href="/runs/big?from=8#step-8" data-step="8"' in lane_html and "step 8–15" in lane_html
+    marks = page(client.get("/runs/big").text).select("ol.lane > li > a.mark")
+    assert len(marks) == 375
+    assert (marks[1]["href"], marks[1]["data-step"]) == ("/runs/big?from=8#step-8", "8")
+    assert marks[1]["title"].startswith("step 8–15:")
 
 
 def test_lane_buckets_follow_positions_when_step_numbers_have_gaps(tmp_path, ingest, client):
@@ -133,31 +142,40 @@ def test_run_level_values_are_in_the_json_twin(tmp_path, ingest, client):
 def test_run_level_values_are_shown_escaped(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "s.jsonl", setup_run())).ok
     html = client.get("/runs/setup").text
-    assert "<b>test_a</b>" not in html and "&lt;b&gt;test_a&lt;/b&gt;" in html          # criterion details
-    crit = html[html.index('aria-label="Criteria"'):html.index("</table>", html.index('aria-label="Criteria"'))]
-    assert 'class="label">details<' in crit and "END-OF-LOG" not in crit                 # long: cut ...
-    assert 'hx-get="/runs/setup/field?path=%2Fcriteria%2Ftests~1unit%2Fdetails"' in crit  # ... and loadable
-    setup = html[html.index('aria-label="Run setup and report"'):html.index('aria-label="Verdict lane"')]
-    assert '<span class="tag">judge</span>' in setup and "&lt;i&gt;linter&lt;/i&gt;" in setup
-    assert "<code>MaxSteps</code>" in setup and "&#34;n&#34;: 7" in setup
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in setup and "<script>alert" not in html
-    assert "Failure report <span class=\"muted\">(2 failures)</span>" in setup
-    assert "tool &lt;timeout&gt;" in setup and "boom" in setup
-    events = html[html.index('aria-label="Run events and other records"'):]
-    assert "Run events and other records" in events and "[mystery]" in events and "&lt;u&gt;bar&lt;/u&gt;" in events
-    assert "WARMUP" in events
+    # escaping is about the bytes: the raw markup must not be in the page at all
+    for raw in ("<b>test_a</b>", "<i>linter</i>", "<script>alert", "<u>bar</u>", "tool <timeout>"):
+        assert raw not in html, raw
+    doc = page(html)
+    details = one(doc, 'section[aria-label="Criteria"] tr.criterion-details')
+    assert text(one(details, ".label")) == "details"
+    assert "<b>test_a</b>" in text(details) and "END-OF-LOG" not in text(details)      # shown as text; long: cut ...
+    assert attrs(details, "button.more", "hx-get") == ["/runs/setup/field?path=%2Fcriteria%2Ftests~1unit%2Fdetails"]  # ... and loadable
+    setup = one(doc, 'section[aria-label="Run setup and report"]')
+    found = {text(d.dt): d.dd for d in setup.select("dl.setup > div")}
+    assert select_texts(found["critics"], "span.tag") == ["judge", "<i>linter</i>"]
+    assert select_texts(found["stop criteria"], "li > code") == ["MaxSteps"]
+    assert json.loads(text(one(found["stop criteria"], "li pre"))) == {"n": 7}
+    assert json.loads(text(one(found["metadata"], "pre"))) == {"owner": "<script>alert(1)</script>", "seed": 1234}
+    report = one(setup, ".failure-report")
+    assert text(report.h3) == "Failure report (2 failures)" and text(one(report, "h3 .muted")) == "(2 failures)"
+    failures = select_texts(report, "ol.failures-list > li")
+    assert failures[0] == "tool <timeout>" and "boom" in failures[1]
+    events = one(doc, 'section[aria-label="Run events and other records"]')
+    assert text(events.h2).startswith("Run events and other records")
+    assert select_texts(events, "ol.timeline > li > .phase") == ["[mystery]", "WARMUP"]
+    assert "<u>bar</u>" in text(events.select("ol.timeline > li")[0])
 
 
 def test_run_field_loads_whole_run_level_values(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "s.jsonl", setup_run())).ok
     full = client.get("/runs/setup/field?path=/criteria/tests~1unit/details/log", headers={"HX-Request": "true"}).text
-    assert "END-OF-LOG" in full and full.count("L") >= 3000
+    assert text(one(full, "pre")) == "L" * 3000 + "END-OF-LOG"        # the whole value, uncut
     assert client.get("/api/runs/setup/field?path=/run/meta/seed").json()["value"] == 1234
     assert client.get("/api/runs/setup/field?path=/run/failure_report/failures/1/error").json()["value"] == "boom"
     assert client.get("/api/runs/setup/field?path=/run_events/0/foo").json()["value"] == "<u>bar</u>"
     assert client.get("/api/runs/setup/field?path=/run/stop_criteria/0/params/n").json()["value"] == 7
     frag = client.get("/runs/setup/field?path=/run/meta/owner", headers={"HX-Request": "true"}).text
-    assert "<script>" not in frag and "&lt;script&gt;" in frag
+    assert "<script>" not in frag and "&lt;script&gt;" in frag      # escaping: about the bytes
     for bad in ("/run/id", "/run/nope", "/criteria/nope/details", "/run_events/9", "/steps/0", "/run"):
         assert client.get("/api/runs/setup/field", params={"path": bad}).status_code == 404, bad
     assert client.get("/api/runs/setup/field?path=run/meta").status_code == 400
@@ -177,10 +195,13 @@ def test_qitos_events_without_step_records_are_grouped_by_step(tmp_path, ingest,
     groups = data["stepless_events"]
     assert [g["step"] for g in groups] == [0, 2]
     assert [e["phase"] for g in groups for e in g["events"]] == ["INIT", "END"]
-    html = client.get("/runs/q-ev").text
-    section = html[html.index('aria-label="Events without a step record"'):]
-    assert "Events without a step record" in section and "step 0" in section and "step 2" in section
-    assert "INIT" in section and "do &lt;thing&gt;" in section and 'class="ev-error">gone<' in section
+    section = one(client.get("/runs/q-ev").text, 'section[aria-label="Events without a step record"]')
+    assert text(section.h2).startswith("Events without a step record")
+    groups = {g["id"]: g for g in section.select(".stepless-group")}
+    assert [text(g.h3) for g in groups.values()] == ["step 0 (1 event)", "step 2 (1 event)"]
+    assert select_texts(groups["events-step-0"], ".phase") == ["INIT"]
+    assert json.loads(text(one(groups["events-step-0"], "pre"))) == {"task": "do <thing>"}
+    assert select_texts(groups["events-step-2"], ".ev-error") == ["gone"]
     # the cut-value loader of a stepless event is the step's own event loader
     assert client.get("/api/runs/q-ev/steps/0/field?event=0&path=/payload/task").json()["value"] == "do <thing>"
 
@@ -195,9 +216,9 @@ def test_out_of_range_score_is_shown_as_written(tmp_path, ingest, client, engine
             score=None, result={"type": "criterion", "run_id": "oor", "id": "c", "score": 1.7}))
     crit = client.get("/api/runs/oor").json()["criteria"][0]
     assert crit["score"] is None and crit["score_raw"] == 1.7
-    html = client.get("/runs/oor").text
-    row = html[html.index("<td><b>c</b>"):html.index("</tr>", html.index("<td><b>c</b>"))]
-    assert '<span class="raw-score"' in row and ">1.7</span>" in row and "as written" in row
+    row = one(client.get("/runs/oor").text, 'section[aria-label="Criteria"] tbody tr:not(.criterion-details)')
+    score = row.select("td")[2]                                  # criterion, type, score, threshold, ...
+    assert text(one(score, "span.raw-score")) == "1.7" and text(one(score, ".badge-flag")) == "as written"
 
 
 # -- 5. early stop: badge and record agree ----------------------------------------------------
@@ -206,15 +227,16 @@ def test_early_stop_reason_without_record_says_so(tmp_path, ingest, client):
     recs = run_records("es-norecord", stop_reason="early_stop") + early_run("es-record")
     assert ingest(write_jsonl(tmp_path / "e.jsonl", recs)).ok
     note = "no early-stop record in the trace"
-    head = client.get("/runs/es-norecord").text
-    head = head[head.index('class="run-head"'):head.index("</section>", head.index('class="run-head"'))]
-    assert "stop-early_stop" in head and note in head
-    assert note not in client.get("/runs/es-record").text
-    listing = client.get("/runs").text
-    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr>\s*<td class="run-id"><a [^>]*>([^<]+)</a>.*?</tr>', listing, re.S)}
-    assert note in rows["es-norecord"] and note not in rows["es-record"]
-    assert re.search(r'<select name="early_stopped"[^>]*title="[^"]*has an early-stop record', listing)
-    assert "ran to the end" not in listing
+    head = one(client.get("/runs/es-norecord").text, "section.run-head")
+    assert "stop-early_stop" in one(head, ".ended-by .badge.stop")["class"]
+    assert select_texts(head, ".badges .early-missing") == [note]
+    assert note not in page(client.get("/runs/es-record").text).get_text()
+    listing = page(client.get("/runs").text)
+    rows = {text(tr.select_one("td.run-id")): tr for tr in listing.select("table.runs tbody tr")}
+    assert select_texts(rows["es-norecord"], ".early-missing") == [note]
+    assert not rows["es-record"].select(".early-missing") and note not in text(rows["es-record"])
+    assert "has an early-stop record" in one(listing, 'select[name="early_stopped"]')["title"]
+    assert "ran to the end" not in listing.get_text()
     # the filter counts records, which the wording now says
     assert [r["run_id"] for r in client.get("/api/runs?early_stopped=false").json()["data"]] == ["es-norecord"]
 
@@ -232,11 +254,12 @@ def running_run(run_id: str) -> list[dict]:
 def test_live_wording_depends_on_watching(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "r.jsonl", running_run("lv")), final=False).ok
     assert client.get("/api/runs/lv").json()["run"]["state"] == "running"
-    html = client.get("/runs/lv").text
-    assert "waiting for new records" in html and "--watch" in html and "updates as the run is written" not in html
+    live = one(client.get("/runs/lv").text, "#live")
+    assert text(live).startswith("● running waiting for new records") and "--watch" in text(live)
+    assert "live-unwatched" in live["class"]
     client.app.state.settings.watch = [str(tmp_path)]
-    html = client.get("/runs/lv").text
-    assert "updates as the run is written" in html and "waiting for new records" not in html
+    live = one(client.get("/runs/lv").text, "#live")
+    assert text(live) == "● live updates as the run is written" and "live-unwatched" not in live["class"]
 
 
 def test_times_say_utc_and_durations_keep_two_decimals_below_10_s():
@@ -249,22 +272,27 @@ def test_times_say_utc_and_durations_keep_two_decimals_below_10_s():
 
 def test_pages_show_utc_with_full_iso_title(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "t.jsonl", run_records("t", second=4))).ok
-    for html in (client.get("/").text, client.get("/runs").text, client.get("/runs/t").text):
-        assert '<time datetime="2026-03-01T10:00:04+00:00" title="2026-03-01T10:00:04+00:00">2026-03-01 10:00:04 UTC</time>' in html
+    for url in ("/", "/runs", "/runs/t"):
+        times = page(client.get(url).text).select('time[datetime="2026-03-01T10:00:04+00:00"]')
+        assert times, url
+        assert {(t["title"], text(t)) for t in times} == {("2026-03-01T10:00:04+00:00", "2026-03-01 10:00:04 UTC")}, url
 
 
 def test_export_has_no_interactive_bits(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "e.jsonl", early_run())).ok
-    html = client.get("/runs/early-1/export.html").text
-    assert "compare with" not in html and "<form" not in html and "j / k" not in html
-    assert "?from=" not in html and 'href="#step-2"' in html           # lane and step links stay in the file
-    assert "hx-get" not in html
+    doc = page(client.get("/runs/early-1/export.html").text)
+    assert not doc.select("form") and "compare with" not in doc.get_text() and "j / k" not in doc.get_text()
+    assert not doc.select("[hx-get], [hx-trigger]")
+    hrefs = attrs(doc, "a", "href")
+    assert not [h for h in hrefs if "?from=" in h]                       # no link back to a server ...
+    assert attrs(doc, "ol.lane a.mark", "href")[2] == "#step-2"           # ... lane and step links stay in the file
+    assert one(doc, 'a.step-link[data-step="2"]')["href"] == "#step-2"
 
 
 def test_step_links_open_the_run_from_that_step(tmp_path, ingest, client):
     assert ingest(write_jsonl(tmp_path / "l.jsonl", run_records("long", steps=60))).ok
-    html = client.get("/runs/long").text
-    assert '<a class="step-link" href="/runs/long?from=3#step-3" data-step="3">Step 3</a>' in html
-    html = client.get("/runs/long?from=40").text
+    link = one(client.get("/runs/long").text, "article#step-3 a.step-link")
+    assert (link["href"], link["data-step"], text(link)) == ("/runs/long?from=3#step-3", "3", "Step 3")
+    link = one(client.get("/runs/long?from=40").text, "a.earlier-link")
     # the block before starts one first block (12 steps) earlier and ends at step 39, where k and the link land
-    assert '<a class="earlier-link" href="/runs/long?from=28#step-39" data-step="39">' in html
+    assert (link["href"], link["data-step"]) == ("/runs/long?from=28#step-39", "39")

@@ -3,11 +3,10 @@ steps, and the tool call a criterion's evidence points at."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from app.walk import step_errors, summary
+from tests.app.parsed_html import attrs, one, page, text
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -78,33 +77,36 @@ def test_blocks_of_chosen_kinds(walked, client):
 
 
 def test_run_page_lists_the_marks_for_n_and_p_and_opens_one_step(walked, client):
-    html = client.get("/runs/walk%2F1").text
-    assert 'data-flagged="1 2 3 4"' in html                    # every kind when the list is not filtered
-    assert re.search(r'a critic said retry or stop <span class="count">\(2\)</span>', html)
-    assert re.search(r'with errors <span class="count">\(3\)</span>', html)
-    opened = re.findall(r'id="step-(\d+)"[^>]*>\s*<details class="step-fold" open>', html)
-    assert opened == ["0"]                                     # the first step in full, the rest one line each
-    html = client.get("/runs/walk%2F1?from=3").text
-    assert re.findall(r'id="step-(\d+)"[^>]*>\s*<details class="step-fold" open>', html) == ["3"]
-    html = client.get("/runs/walk%2F1?only=decided").text
-    assert 'data-flagged="3"' in html and re.findall(r'<article class="step[^"]*" id="step-(\d+)"', html) == ["3"]
-    assert "(1 of 6)" in html
+    opened = "#steps > article:has(> details.step-fold[open])"
+    doc = page(client.get("/runs/walk%2F1").text)
+    assert one(doc, "section#steps-section")["data-flagged"] == "1 2 3 4"   # every kind when the list is not filtered
+    kinds = {box["value"]: box.parent for box in doc.select('form.step-filter input[name="only"]')}
+    assert (text(kinds["critic"]), text(one(kinds["critic"], ".count"))) == ("a critic said retry or stop (2)", "(2)")
+    assert (text(kinds["errors"]), text(one(kinds["errors"], ".count"))) == ("with errors (3)", "(3)")
+    assert len(doc.select("#steps > article")) == 6
+    assert attrs(doc, opened, "id") == ["step-0"]              # the first step in full, the rest one line each
+    assert attrs(page(client.get("/runs/walk%2F1?from=3").text), opened, "id") == ["step-3"]
+    doc = page(client.get("/runs/walk%2F1?only=decided").text)
+    assert one(doc, "section#steps-section")["data-flagged"] == "3"
+    assert attrs(doc, "#steps > article.step", "id") == ["step-3"]
+    assert text(one(doc, "#steps-count")) == "(1 of 6)"
 
 
 def test_the_one_line_summary_of_a_step(walked, client):
     steps = {s["step"]: s for s in client.get("/api/runs/walk%2F1/steps").json()["data"]}
-    one = summary(steps[1])
-    assert one["actions"] == [{"action": "retry", "count": 1}, {"action": "continue", "count": 1}]
-    assert one["worst_reason"] == "returncode 1" and one["worst_critic"] == "rc"
-    assert one["errors"] == ["pytest: returncode 1"]
+    first = summary(steps[1])
+    assert first["actions"] == [{"action": "retry", "count": 1}, {"action": "continue", "count": 1}]
+    assert first["worst_reason"] == "returncode 1" and first["worst_critic"] == "rc"
+    assert first["errors"] == ["pytest: returncode 1"]
     three = summary(steps[3])
     assert three["worst_reason"] == "forbidden"                 # stop outranks retry, whatever the scores
     assert summary(steps[4])["errors"] == ["ACT: tool crashed"]
     assert summary(steps[5]) == {"actions": [{"action": "continue", "count": 1}], "worst_reason": "fine",
                                  "worst_critic": "judge", "errors": []}
-    html = client.get("/runs/walk%2F1").text
-    head = html[html.index('id="step-1"'):html.index("</summary>", html.index('id="step-1"'))]
-    assert "returncode 1" in head and "⚠ 1 error" in head and "20 tokens" in head and "1.50 s" in head
+    head = one(client.get("/runs/walk%2F1").text, "article#step-1 summary.step-head")
+    assert text(one(head, ".step-why")) == "returncode 1" and one(head, ".step-why")["title"] == "rc: returncode 1"
+    assert text(one(head, ".badge.step-error")) == "⚠ 1 error"
+    assert text(one(head, ".step-cost")) == "1.50 s · 20 tokens"
 
 
 def test_step_errors_reads_tool_invocations_and_action_results():
