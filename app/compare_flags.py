@@ -161,7 +161,7 @@ FLAG_LABELS = {"critic_objected": "critic objected", "deciding_call_failed": "de
 
 
 def rows_from_view(criteria: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The criteria as the run view shapes them (app.queries.get_criteria), in the shape
+    """The criteria as the run view shapes them (app.queries.run_detail.get_criteria), in the shape
     the flags read (criteria rows)."""
     return [{"criterion_id": c["id"], "type": c.get("type"), "gating": c.get("gating"), "stop_when": c.get("stop_when"),
              "has_spec": c.get("declared"), "has_result": c.get("graded"), "passed": c.get("passed"),

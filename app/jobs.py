@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from sqlalchemy.engine import Engine
 
-from .errors import QitaError
+from .errors import BoardError
 from .ingest import Ingestor, Stopped
 from .settings import Settings
 
@@ -244,7 +244,7 @@ class Writer:
                                      "(QITA_JOB_BUDGET_S): what was read is kept; upload the same files again to go on",
                            }.get(reason or "", "the board stopped: what was read is kept")
                 self._end(job, "failed" if reason == "budget" else "cancelled", error=message)
-            except QitaError as exc:
+            except BoardError as exc:
                 self._end(job, "failed", error=exc.message)
             except Exception as exc:  # a bad job must never kill the writer
                 log.exception("write job %s failed", job.label)

@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from . import jsontext, present, walk
 from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
-from .queries import make_pointer
+from .queries.pointers import make_pointer
 from .secrets import PAGE_MAX_CHARS, Masker
 from .urls import encode_run_id
 

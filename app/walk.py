@@ -9,7 +9,7 @@ Three kinds of step are worth jumping to (the run page's filter and its `n` / `p
   has an `error` or a failing `status`, or an action result has an `error`, `ok: false`
   or a non-zero `returncode` (app.walk.step_errors).
 
-The lists are read per run state and cached until the run changes (`queries.run_cached`),
+The lists are read per run state and cached until the run changes (`app.queries.cache.run_cached`),
 so a long run's page does not rescan it on every view.
 """
 
@@ -23,7 +23,8 @@ import orjson
 from sqlalchemy import select
 from sqlmodel import Session
 
-from . import queries
+from .queries import run_detail
+from .queries.cache import run_cached
 from .models import CRITERIA, EARLY, EVENTS, STEPS
 
 KINDS = ("critic", "decided", "errors")
@@ -130,7 +131,7 @@ def _flagged(session: Session, run_pk: int) -> dict[str, list[int]]:
 
 def flagged_steps(session: Session, *, run_pk: int, updated_at: Any) -> dict[str, list[int]]:
     """The run's step numbers of each kind, ascending (cached until the run changes)."""
-    return queries.run_cached(session, run_pk=run_pk, updated_at=updated_at, name="walk",
+    return run_cached(session, run_pk=run_pk, updated_at=updated_at, name="walk",
                               compute=lambda: _flagged(session, run_pk))
 
 
@@ -144,19 +145,19 @@ def step_block(session: Session, *, run_pk: int, updated_at: Any, kinds: list[st
                limit: int) -> tuple[list[dict[str, Any]], int]:
     """A block of steps: of the whole run, or only those of `kinds` (offset counts those)."""
     if not kinds:
-        return queries.get_steps(session, run_pk=run_pk, offset=offset, limit=limit)
+        return run_detail.get_steps(session, run_pk=run_pk, offset=offset, limit=limit)
     chosen = union(flagged_steps(session, run_pk=run_pk, updated_at=updated_at), kinds)
     wanted = chosen[max(0, offset): max(0, offset) + limit]
     if not wanted:
         return [], len(chosen)
-    steps, _total = queries.get_steps(session, run_pk=run_pk, steps=wanted, limit=len(wanted))
+    steps, _total = run_detail.get_steps(session, run_pk=run_pk, steps=wanted, limit=len(wanted))
     return steps, len(chosen)
 
 
 def position_of(session: Session, *, run_pk: int, updated_at: Any, kinds: list[str], step: int) -> int:
     """The offset of the first step >= `step` in the run (or among the steps of `kinds`)."""
     if not kinds:
-        return queries.steps_after(session, run_pk=run_pk, after=step - 1)
+        return run_detail.steps_after(session, run_pk=run_pk, after=step - 1)
     chosen = union(flagged_steps(session, run_pk=run_pk, updated_at=updated_at), kinds)
     return sum(1 for s in chosen if s < step)
 
@@ -164,7 +165,7 @@ def position_of(session: Session, *, run_pk: int, updated_at: Any, kinds: list[s
 def step_at(session: Session, *, run_pk: int, updated_at: Any, kinds: list[str], position: int) -> Optional[int]:
     """The step number at `position` (in the run, or among the steps of `kinds`)."""
     if not kinds:
-        return queries.step_at(session, run_pk=run_pk, position=position)
+        return run_detail.step_at(session, run_pk=run_pk, position=position)
     chosen = union(flagged_steps(session, run_pk=run_pk, updated_at=updated_at), kinds)
     return chosen[position] if 0 <= position < len(chosen) else None
 

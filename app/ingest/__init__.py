@@ -25,7 +25,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from .. import derive
 from ..db import describe_db_error
-from ..errors import QitaError
+from ..errors import BoardError
 from ..models import SOURCES, RUNS
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
@@ -209,7 +209,7 @@ class Ingestor:
             with self.gate(), self.engine.begin() as conn:
                 derive.sweep_abandoned(conn, now=_now(), abandon_after_s=self.settings.abandon_after_s)
         except SQLAlchemyError as exc:
-            raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
+            raise BoardError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
 
     # -- one source ---------------------------------------------------------------------
     def ingest_source(self, src: Source, report: IngestReport, *, final: bool = True, closed: bool = False) -> None:
@@ -224,7 +224,7 @@ class Ingestor:
                     self._commit(src, report, [(r, None, src.label, 0) for r in extra], None, closed=closed)
         except (OperationalError, SQLAlchemyError) as exc:
             self.applier.forget()
-            raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
+            raise BoardError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
         except OSError as exc:
             report.errors.append(IngestIssue(src.label, None, f"cannot read file: {exc.strerror or type(exc).__name__}"))
 

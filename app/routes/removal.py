@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from .. import removal
 from ..deps import SessionDep
-from ..errors import QitaError
+from ..errors import BoardError
 from ..notfound import missing_run
 from ..render import JSONResponse, respond
 from ..security import request_authorised
@@ -37,13 +37,13 @@ def _plan_upload(upload_id: int) -> Callable[[Connection], Optional[dict[str, An
     return lambda conn: removal.plan_upload(conn, upload_id=upload_id)
 
 
-def _no_upload(upload_id: int) -> QitaError:
-    return QitaError(f"no upload #{upload_id} (it was removed, or it added no run)", status=404,
+def _no_upload(upload_id: int) -> BoardError:
+    return BoardError(f"no upload #{upload_id} (it was removed, or it added no run)", status=404,
                      details={"asked": {"upload_id": upload_id}, "uploads_url": "/uploads"})
 
 
 def _carry_out(request: Request, label: str, plan: Callable[[Connection], Optional[dict[str, Any]]],
-               missing: Callable[[], QitaError], *, upload_id: Optional[int] = None) -> dict[str, Any]:
+               missing: Callable[[], BoardError], *, upload_id: Optional[int] = None) -> dict[str, Any]:
     """Plan again and delete in one transaction on the writer thread; the removed run ids are
     forgotten by the ingest's key cache so a later ingest creates them afresh."""
     def job(_job, ingestor) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def _carry_out(request: Request, label: str, plan: Callable[[Connection], Option
 
     done = request.app.state.writer.run(label, job, timeout=DELETE_WAIT_S)
     if done.state != "done":
-        raise QitaError(done.error or "the delete did not finish: try again", status=503)
+        raise BoardError(done.error or "the delete did not finish: try again", status=503)
     if done.result.get("missing"):
         raise missing()
     return done.result
@@ -88,7 +88,7 @@ def run_delete_form(request: Request, session: SessionDep, run_id: str,
                     confirm: Annotated[str, Form(max_length=1000)] = "") -> Any:
     """The confirmation form's post: deletes when `confirm` repeats the run id."""
     if confirm != run_id:
-        raise QitaError("to delete, confirm on the run's delete page (the form repeats the run id)",
+        raise BoardError("to delete, confirm on the run's delete page (the form repeats the run id)",
                         details={"confirm_url": request.url.path})
     result = _carry_out(request, f"delete run {run_id}"[:200], _plan_run(run_id), lambda: missing_run(session, run_id))
     return respond(request, "delete.html", {**result, "kind": "run", "target": run_id}, context=_context(request))
@@ -148,7 +148,7 @@ def upload_delete_form(request: Request, upload_id: UploadId,
                        confirm: Annotated[str, Form(max_length=100)] = "") -> Any:
     """The confirmation form's post: deletes when `confirm` repeats the upload number."""
     if confirm != str(upload_id):
-        raise QitaError("to delete, confirm on the upload's delete page (the form repeats its number)",
+        raise BoardError("to delete, confirm on the upload's delete page (the form repeats its number)",
                         details={"confirm_url": request.url.path})
     result = _carry_out(request, f"delete upload #{upload_id}", _plan_upload(upload_id), lambda: _no_upload(upload_id),
                         upload_id=upload_id)

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
-from app import queries
-from app.queries import RunFilters, list_runs
+from app.queries import cache, run_list
+from app.queries.run_list import RunFilters, list_runs
 
 TEXTS = {
     "u1": ("Ünïcode ÄÖÜ straße", None),
@@ -61,12 +61,12 @@ def filled(engine):
     with engine.begin() as conn:
         for rid, (objective, result) in TEXTS.items():
             insert(conn, rid, objective, result)
-    queries._CACHE.clear()
+    cache.clear()
     return engine
 
 
 def found(engine, q: str) -> set[str]:
-    queries._CACHE.clear()
+    cache.clear()
     with Session(engine) as s:
         rows, count = list_runs(s, filters=RunFilters(q=q, limit=500))
     assert count == len(rows)
@@ -75,8 +75,8 @@ def found(engine, q: str) -> set[str]:
 
 def test_the_search_index_exists_and_is_used(filled):
     with Session(filled) as s:
-        assert queries._has_search_index(s)
-        sql = str(queries._search(s, "école").compile())
+        assert run_list._has_search_index(s)
+        sql = str(run_list._search(s, "école").compile())
     assert "runs_fts MATCH" in sql and "lower(" in sql  # the index, then the same ILIKE re-check
 
 
