@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import Session, create_engine
+from sqlmodel import create_engine
 
 from .errors import BoardError
 from .paths import MIGRATIONS
@@ -144,9 +144,3 @@ def _strip_paths(text: str) -> str:
     import re
 
     return re.sub(r"(?:[A-Za-z]:)?[\\/](?:[^\s'\"]+[\\/])+[^\s'\"]*", "<path>", text)
-
-
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session for one request."""
-    with Session(engine) as session:
-        yield session

@@ -35,7 +35,6 @@ from .settings import Settings
 log = logging.getLogger("qita.jobs")
 
 MAX_KEPT_JOBS = 200
-STATES_DONE = ("done", "failed", "cancelled")
 
 
 class FairGate:

@@ -113,16 +113,6 @@ class IngestReport:
     def ok(self) -> bool:
         return not self.errors and not self.missing
 
-    def merge(self, other: "IngestReport") -> None:
-        self.files += other.files
-        self.records += other.records
-        self.run_ids |= other.run_ids
-        self.created |= other.created
-        self.errors.extend(other.errors)
-        self.warnings.extend(other.warnings)
-        self.missing.extend(other.missing)
-        self.empty.extend(other.empty)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "files": self.files,
