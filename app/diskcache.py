@@ -34,8 +34,8 @@ def code_stamp() -> str:
     if _stamp is None:
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
-        for name in ("compare.py", "compare_flags.py", os.path.join("queries", "comparison.py"), "stats.py", "diskcache.py",
-                     "jsontext.py"):
+        for name in ("compare.py", "compare_flags.py", "criteria.py", "step_failures.py",
+                     os.path.join("queries", "comparison.py"), "stats.py", "diskcache.py", "jsontext.py"):
             try:
                 with open(os.path.join(here, name), "rb") as fh:
                     digest.update(fh.read())
