@@ -145,7 +145,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     async def internal_error(request: Request, exc: Exception):
         log.exception("unhandled error on %s", request.url.path)
         return _error_response(request, BoardError("internal error: the board could not answer this request",
-                                                  status=500))
+                                                   status=500))
 
     from .routes import ROUTERS
 

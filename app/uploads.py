@@ -34,7 +34,7 @@ MAX_FILES = 1000
 
 def too_large(limit: int) -> BoardError:
     return BoardError(f"upload too large: the limit is {limit:,} bytes (QITA_MAX_UPLOAD_BYTES); "
-                     "split the files or ingest them with `qita ingest PATH` on the board's machine", status=413)
+                      "split the files or ingest them with `qita ingest PATH` on the board's machine", status=413)
 
 
 def clean_name(name: str) -> Optional[str]:

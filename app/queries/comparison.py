@@ -253,7 +253,7 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
     if a_experiment or b_experiment:
         if not (a_experiment and b_experiment):
             raise BoardError("to compare two experiments give both a_experiment and b_experiment",
-                            details={"valid": notfound.experiments(session)})
+                             details={"valid": notfound.experiments(session)})
         groups = compare.Group("experiment", a_experiment), compare.Group("experiment", b_experiment)
         _check_groups(session, groups)
         return groups
@@ -276,7 +276,7 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
                 a, b = (a, other) if a else (other, b)
         if not (experiment and a and b):
             raise BoardError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)",
-                            details={"variants": {experiment: notfound.variants(session, experiment=experiment)}
+                             details={"variants": {experiment: notfound.variants(session, experiment=experiment)}
                                      if experiment else {}, "experiments": notfound.experiments(session)})
         groups = compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
         _check_groups(session, groups)
@@ -287,8 +287,8 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
     if pick is None:
         if experiment:
             raise BoardError(f"experiment {experiment!r} has fewer than two variants "
-                            f"({', '.join(variants[experiment]) or 'none'}): choose two groups", status=404,
-                            details={"variants": variants, "experiments": notfound.experiments(session)})
+                             f"({', '.join(variants[experiment]) or 'none'}): choose two groups", status=404,
+                             details={"variants": variants, "experiments": notfound.experiments(session)})
         return None
     e, va, vb = pick
     return compare.Group("variant", va, e), compare.Group("variant", vb, e)
@@ -304,4 +304,4 @@ def _check_groups(session, groups: tuple[compare.Group, compare.Group]) -> None:
                              experiment=ga.experiment)
     if ga == gb:
         raise BoardError(f"both sides are {ga.description}: choose two different {ga.kind}s to compare",
-                        details={"asked": asked})
+                         details={"asked": asked})

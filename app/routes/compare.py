@@ -30,7 +30,7 @@ def _check_group_by(group: Optional[str]) -> Optional[str]:
     if group in compare.GROUP_BY or (group.startswith("meta:") and len(group) > 5):
         return group
     raise BoardError(f"group must be one of {', '.join(compare.GROUP_BY)} or meta:KEY (a metadata key), "
-                    f"not {group[:60]!r}")
+                     f"not {group[:60]!r}")
 
 
 @router.get("/compare", include_in_schema=False)

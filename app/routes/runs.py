@@ -101,7 +101,7 @@ def _kinds(only: Optional[list[str]]) -> list[str]:
     unknown = [v for v in values if v not in walk.KINDS]
     if unknown:
         raise BoardError(f"only must be among {', '.join(walk.KINDS)}, not {unknown[0][:40]!r}",
-                        details={"valid": list(walk.KINDS)})
+                         details={"valid": list(walk.KINDS)})
     return walk.clean_kinds(values)
 
 
@@ -157,7 +157,7 @@ def get_steps(request: Request, session: SessionDep, settings: SettingsDep, row:
     if offset and offset >= total:
         what = "steps of the chosen kinds" if kinds else "steps"
         raise BoardError(f"offset {offset} is past the end: the run has {total} {what} (offsets 0 to {max(0, total - 1)})",
-                        status=404, details={"count": total, "only": kinds})
+                         status=404, details={"count": total, "only": kinds})
     data = {"data": steps, "count": total, "offset": offset, "limit": limit, "only": kinds}
     context = {"run": public(row), "steps": steps, "steps_total": total, "offset": offset, "limit": limit,
                "kinds": kinds, "opened": None}
@@ -172,7 +172,7 @@ def get_call(request: Request, session: SessionDep, row: RunDep, run_id: str,
     step, seen = walk.step_of_call(session, run_pk=row["pk"], call=call)
     if step is None:
         raise BoardError(f"tool call #{call} is not in run {run_id!r}: its steps record {seen} tool call"
-                        f"{'' if seen == 1 else 's'}", status=404, details={"calls": seen})
+                         f"{'' if seen == 1 else 's'}", status=404, details={"calls": seen})
     if wants_json(request):
         return JSONResponse({"run_id": run_id, "call": call, "step": step})
     return RedirectResponse(f"/runs/{encode_run_id(run_id)}?from={step}#step-{step}", status_code=303)

@@ -41,7 +41,7 @@ async def _submit(request: Request):
         receiving = request.app.state.receiving = _Receiving()
     if receiving.n >= settings.max_concurrent_uploads:
         raise BoardError(f"the board is receiving {receiving.n} uploads already (QITA_MAX_CONCURRENT_UPLOADS): "
-                        "try again in a moment", status=503)
+                         "try again in a moment", status=503)
     receiving.n += 1
     try:
         received = await receive_files(request, max_bytes=settings.max_upload_bytes)
