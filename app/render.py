@@ -54,6 +54,9 @@ def make_templates() -> Jinja2Templates:
     env.globals.update(
         stop_reason_info=present.stop_reason_info,
         criterion_evidence=present.criterion_evidence,
+        run_setup=present.run_setup,
+        lane_mark=present.lane_mark,
+        gated_on_labels=present.GATED_ON_LABELS,
         step_summary=walk.summary,
         walk_labels=walk.KIND_LABELS,
         walk_union=walk.union,
