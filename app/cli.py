@@ -10,7 +10,7 @@ from typing import Any, Optional
 import click
 import orjson
 
-from .errors import QitaError
+from .errors import BoardError
 from .settings import LOOPBACK_HOSTS, Settings
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -141,7 +141,7 @@ def ingest(paths: tuple[str, ...], db: Optional[str], as_json: bool) -> None:
         raise click.UsageError(f"no such file or folder: {', '.join(missing)}")
     try:
         report = _ingest_until_stopped(settings, list(paths), progress=not as_json)
-    except QitaError as exc:
+    except BoardError as exc:
         _fail(exc.message)
         return
     _print_report(report, as_json)
@@ -192,7 +192,7 @@ def board(paths: tuple[str, ...], db: Optional[str], host: Optional[str], port: 
         from .main import create_app
 
         app = create_app(settings)
-    except QitaError as exc:
+    except BoardError as exc:
         _fail(exc.message)
         return
     import uvicorn
@@ -232,7 +232,8 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
     """
     from sqlmodel import Session
 
-    from . import compare_export, compare_queries
+    from . import compare_export
+    from .queries import comparison
     from .compare import MEASURES
     from .db import open_database
     from .secrets import Masker
@@ -243,14 +244,14 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
     engine = open_database(settings)
     try:
         with Session(engine) as session:
-            groups = compare_queries.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=None,
-                                                    b_experiment=None, a_tag=a_tag, b_tag=b_tag)
+            groups = comparison.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=None,
+                                               b_experiment=None, a_tag=a_tag, b_tag=b_tag)
             if groups is None:
                 _fail("nothing to compare: no experiment has two variants (give --experiment, --a and --b)", code=2)
                 return
             ga, gb = groups
-            data = Masker().data(compare_queries.comparison(session, ga, gb, group=group))
-    except QitaError as exc:
+            data = Masker().data(comparison.comparison(session, ga, gb, group=group))
+    except BoardError as exc:
         _fail(exc.message, code=2 if exc.status in (400, 404) else 1)
         return
     finally:
@@ -323,27 +324,27 @@ def whatif(experiment: Optional[str], variant: Optional[str], tag: Optional[str]
     """
     from sqlmodel import Session
 
-    from . import queries
     from .db import open_database
     from .lab import export, view
     from .lab.index import index_pending
+    from .queries.run_list import RunFilters, run_conditions
     from .secrets import Masker
 
     if as_json and as_md:
         raise click.UsageError("choose one of --json and --md")
     settings = _settings(db=db)
     engine = open_database(settings)
-    filters = queries.RunFilters(experiment=experiment, variant=variant, tag=tag)
+    filters = RunFilters(experiment=experiment, variant=variant, tag=tag)
     args = view.PolicyArgs(arm=arm, declared=declared, without=without, rule=rule, min_steps=min_steps,
                            max_steps=max_steps, max_tokens=max_tokens, max_seconds=max_seconds)
     try:
         with Session(engine) as session:
             shown, _ = view.default_filters(session, filters)
-            where = queries.run_conditions(session, filters=shown)
+            where = run_conditions(session, filters=shown)
         index_pending(engine, where=view.index_scope(shown, where))
         with Session(engine) as session:
             data = Masker().data(view.lab(session, filters=filters, args=args, measure=measure))
-    except QitaError as exc:
+    except BoardError as exc:
         _fail(exc.message, code=2 if exc.status in (400, 404) else 1)
         return
     finally:
@@ -448,7 +449,7 @@ def demo(db: Optional[str], out: str, tasks: int, force: bool) -> None:
             return
         files = run_demo(Path(out), tasks=tasks)
         report = run_ingest(settings, [str(f) for f in files], progress=True)
-    except QitaError as exc:
+    except BoardError as exc:
         _fail(exc.message)
         return
     _print_report(report, False)
@@ -486,7 +487,7 @@ def delete(run_ids: tuple[str, ...], upload_id: Optional[int], db: Optional[str]
     settings = _settings(db=db)
     try:
         engine = open_database(settings)
-    except QitaError as exc:
+    except BoardError as exc:
         _fail(exc.message)
         return
     try:

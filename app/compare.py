@@ -1,6 +1,6 @@
 """Comparing two groups of runs (smoke vs e2e): pairing and every figure, as pure functions.
 
-The inputs are run rows as `app.compare_queries.group_runs` returns them; nothing here
+The inputs are run rows as `app.queries.comparison.group_runs` returns them; nothing here
 touches the database, so the figures can be checked by hand on a handful of dicts.
 
 - Pairing is by (task_id, replicate). When one group holds two runs with the same key,
@@ -289,7 +289,7 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
                  label_a: str = "a", label_b: str = "b") -> dict[str, Any]:
     """Pair two groups' runs and compute the summary: {summary, pairs, unpaired, duplicates, replicates}.
 
-    With the groups' criteria and the evidence of a's deciding steps (app.compare_queries),
+    With the groups' criteria and the evidence of a's deciding steps (app.queries.comparison),
     each pair whose a-run stopped early carries its flags.
     """
     rows_a, rows_b = list(rows_a), list(rows_b)

@@ -16,17 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-FAILED_STATUSES = ("error", "failed", "failure")
-
-
-def _exit_code(result: Any, invocation: Any) -> Optional[int]:
-    for holder in (result, invocation):
-        if isinstance(holder, dict):
-            for key in ("exit_code", "returncode", "return_code", "exitCode"):
-                code = holder.get(key)
-                if isinstance(code, int) and not isinstance(code, bool):
-                    return code
-    return None
+from .criteria import failed, weigh
+from .step_failures import exit_code, invocation_failed, result_failed
 
 
 def _short(value: Any, limit: int = 80) -> Optional[str]:
@@ -60,10 +51,11 @@ def step_calls(record: Any) -> list[dict[str, Any]]:
         inv = invocations[i] if i < len(invocations) and isinstance(invocations[i], dict) else {}
         res = result if isinstance(result, dict) else {}
         status = inv.get("status") if inv.get("status") is not None else res.get("status")
-        code = _exit_code(res, inv)
+        code = exit_code(res, inv)
         error = res.get("error") if res.get("error") not in (None, "") else inv.get("error")
-        failed = (isinstance(code, int) and code != 0) or (isinstance(status, str) and status.lower() in FAILED_STATUSES) \
-            or res.get("ok") is False
+        # One rule with the run page's error filter (app.step_failures); the invocation's exit
+        # code counts when the result carries none.
+        failed = result_failed(res) or invocation_failed(inv) or (code is not None and code != 0)
         index = inv.get("call_index")
         calls.append({"name": str(action.get("name")) if action.get("name") is not None else "tool",
                       "summary": _short(action.get("args")), "call_index": index if isinstance(index, int) else None,
@@ -83,26 +75,6 @@ def deciding_call(record: Any, tool_call_index: Optional[int]) -> Optional[dict[
             if c["call_index"] == tool_call_index:
                 return c
     return calls[-1]
-
-
-def criterion_failed(row: dict[str, Any]) -> bool:
-    """A graded criterion that did not pass (recorded `passed`, else score against threshold)."""
-    if not row.get("has_result"):
-        return False
-    if row.get("passed") is not None:
-        return row["passed"] is False
-    score, threshold = row.get("score"), row.get("pass_threshold")
-    return score is not None and threshold is not None and score < threshold
-
-
-def advisory_ids(criteria: list[dict[str, Any]], *, early_stop_enabled: bool, armed_ids: list[str]) -> list[str]:
-    """Criteria that did not gate an early-stopped run: gating, declared, and not armed."""
-    armed = {c["criterion_id"] for c in criteria if early_stop_enabled and c.get("stop_when") is not None}
-    if not armed and early_stop_enabled:
-        armed = set(armed_ids or [])
-    declared = any(c.get("has_spec") for c in criteria)
-    return [c["criterion_id"] for c in criteria
-            if c.get("gating") and (c.get("has_spec") or not declared) and c["criterion_id"] not in armed]
 
 
 def early_stop_flags(*, evidence: Optional[dict[str, Any]], criteria_a: list[dict[str, Any]],
@@ -134,9 +106,11 @@ def early_stop_flags(*, evidence: Optional[dict[str, Any]], criteria_a: list[dic
                       "call": call})
     if verdict_a != "pass":
         return flags
-    advisory = set(advisory_ids(criteria_a, early_stop_enabled=early_stop_enabled, armed_ids=armed_ids))
-    failed_a = {c["criterion_id"] for c in criteria_a if criterion_failed(c)}
-    failed_b = {c["criterion_id"] for c in criteria_b if criterion_failed(c)}
+    # Advisory: did not gate a's early-stopped verdict (app.criteria).
+    weights = weigh(criteria_a, early_stop_enabled=early_stop_enabled, early_stopped=True, armed_ids=armed_ids)
+    advisory = {c["criterion_id"] for c, w in zip(criteria_a, weights) if w.advisory}
+    failed_a = {c["criterion_id"] for c in criteria_a if failed(c)}
+    failed_b = {c["criterion_id"] for c in criteria_b if failed(c)}
     declared = {c["criterion_id"] for c in criteria_a}
     for cid in sorted(failed_b):
         if cid in advisory:
@@ -161,7 +135,7 @@ FLAG_LABELS = {"critic_objected": "critic objected", "deciding_call_failed": "de
 
 
 def rows_from_view(criteria: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The criteria as the run view shapes them (app.queries.get_criteria), in the shape
+    """The criteria as the run view shapes them (app.queries.run_detail.get_criteria), in the shape
     the flags read (criteria rows)."""
     return [{"criterion_id": c["id"], "type": c.get("type"), "gating": c.get("gating"), "stop_when": c.get("stop_when"),
              "has_spec": c.get("declared"), "has_result": c.get("graded"), "passed": c.get("passed"),

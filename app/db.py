@@ -10,15 +10,15 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import Session, create_engine
+from sqlmodel import create_engine
 
-from .errors import QitaError
+from .errors import BoardError
 from .paths import MIGRATIONS
 from .settings import Settings
 
@@ -46,7 +46,7 @@ def make_engine(url: str) -> Engine:
         if database and database != ":memory:":
             parent = Path(database).expanduser().resolve().parent
             if not parent.is_dir():
-                raise QitaError(f"database folder does not exist: {parent.name or parent}", status=400)
+                raise BoardError(f"database folder does not exist: {parent.name or parent}", status=400)
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
@@ -83,12 +83,12 @@ def open_database(settings: Settings) -> Engine:
     try:
         upgrade(engine)
         check_writable(engine)
-    except QitaError:
+    except BoardError:
         raise
     except Exception as exc:  # surface disk/permission problems as one clear line
         engine.dispose()
         reason = _readonly_folder(engine) or describe_db_error(exc)
-        raise QitaError(f"cannot open database: {reason}", status=500) from exc
+        raise BoardError(f"cannot open database: {reason}", status=500) from exc
     return engine
 
 
@@ -144,9 +144,3 @@ def _strip_paths(text: str) -> str:
     import re
 
     return re.sub(r"(?:[A-Za-z]:)?[\\/](?:[^\s'\"]+[\\/])+[^\s'\"]*", "<path>", text)
-
-
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session for one request."""
-    with Session(engine) as session:
-        yield session

@@ -4,7 +4,8 @@
   what the criteria alone say is kept beside it (`criteria_verdict`). Otherwise an early-stopped run passes when
   every armed criterion reaches its pass threshold (it is gated on the armed criteria;
   the others are advisory); any other run passes when every gating criterion passes; a
-  run with no graded criteria is `not_graded`. A run that has not finished has no
+  run with no graded criteria is `not_graded`. Which criteria are armed and which gate
+  is app.criteria's rule. A run that has not finished has no
   verdict (it is never shown as passing).
 - Totals: the run_end's figures win over the sums of the steps (tool calls: the steps'
   calls, for producers that do not count them, e.g. QitOS). Tokens count each token
@@ -23,27 +24,8 @@ from sqlalchemy import and_, bindparam, func, select, text, update
 from sqlalchemy.engine import Connection
 
 from . import search
-from .models import RUNS, STEPS, CRITERIA, EARLY
-
-
-
-def criterion_passed(score: Optional[float], passed: Optional[bool], threshold: float, *, by_score: bool = False) -> Optional[bool]:
-    """Whether a graded criterion passed; None when it has no result.
-
-    `by_score` applies the armed-criteria rule (score against threshold first).
-    """
-    if by_score and score is not None:
-        return score >= threshold
-    if passed is not None:
-        return passed
-    if score is not None:
-        return score >= threshold
-    return None
-
-
-def is_armed(early_stop_enabled: bool, stop_when: Optional[str]) -> bool:
-    """A criterion is armed when the run enabled early stop and it has a stop_when."""
-    return bool(early_stop_enabled) and stop_when is not None
+from .criteria import armed_flags, criterion_passed, gating_flags
+from .models import CRITERIA, EARLY, RUNS, STEPS
 
 
 def derive_verdict(
@@ -54,13 +36,11 @@ def derive_verdict(
     armed_ids: Optional[list[str]] = None,
 ) -> tuple[str, str]:
     """(verdict, gated_on) from criteria dicts with keys criterion_id, stop_when, gating,
-    pass_threshold, has_result, score, passed."""
+    pass_threshold, has_result, score, passed, has_spec; which are armed and which gate is
+    app.criteria's rule."""
     if early_stopped:
-        armed = [c for c in criteria if is_armed(early_stop_enabled, c["stop_when"])]
-        # Armed needs the run's switch on (the contract): without it the record's list arms nothing.
-        if not armed and armed_ids and early_stop_enabled:
-            ids = set(armed_ids)
-            armed = [c for c in criteria if c["criterion_id"] in ids]
+        flags = armed_flags(criteria, early_stop_enabled=early_stop_enabled, armed_ids=armed_ids)
+        armed = [c for c, arm in zip(criteria, flags) if arm]
         if armed:
             results = [criterion_passed(c["score"], c["passed"], c["pass_threshold"], by_score=True)
                        for c in armed if c["has_result"]]
@@ -68,9 +48,7 @@ def derive_verdict(
                 return "not_graded", "armed"
             ok = len(results) == len(armed) and all(results)
             return ("pass" if ok else "fail"), "armed"
-    # When the run declares its criteria, a result for an undeclared id is shown but does not gate.
-    declared = any(c.get("has_spec", True) for c in criteria)
-    gating = [c for c in criteria if c["gating"] and (c.get("has_spec", True) or not declared)]
+    gating = [c for c, gates in zip(criteria, gating_flags(criteria)) if gates]
     results = [criterion_passed(c["score"], c["passed"], c["pass_threshold"]) for c in gating if c["has_result"]]
     if not results:
         return "not_graded", "none"

@@ -1,7 +1,7 @@
 """Figures of the whole store kept on disk across restarts, beside a SQLite database.
 
 A 10,000-pair comparison takes the better part of a second to compute and a few tens of
-milliseconds to read back (docs/performance.md). The in-memory cache (queries.data_cached)
+milliseconds to read back (docs/performance.md). The in-memory cache (app.queries.cache.data_cached)
 is lost when the board restarts; this keeps the warmed comparisons in `<database>.cache/`,
 each file named by what it holds and valid for one data version of the store, so a board
 started on an unchanged database answers its first visitor from disk. Only for SQLite
@@ -34,7 +34,8 @@ def code_stamp() -> str:
     if _stamp is None:
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
-        for name in ("compare.py", "compare_flags.py", "compare_queries.py", "stats.py", "diskcache.py", "jsontext.py"):
+        for name in ("compare.py", "compare_flags.py", "criteria.py", "step_failures.py",
+                     os.path.join("queries", "comparison.py"), "stats.py", "diskcache.py", "jsontext.py"):
             try:
                 with open(os.path.join(here, name), "rb") as fh:
                     digest.update(fh.read())

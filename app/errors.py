@@ -1,11 +1,12 @@
-"""The board's one error class. Its handler (in app.main) answers HTML, JSON or an htmx fragment."""
+"""The board's one error class, `BoardError` (the run side has its own, `qita.errors.QitaError`).
+Its handler (in app.main) answers HTML, JSON or an htmx fragment."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
 
-class QitaError(Exception):
+class BoardError(Exception):
     """An error a user can act on: a message for people, an HTTP status, and what may help.
 
     `details` travels with the message: its keys go into the JSON answer beside `error`

@@ -24,10 +24,11 @@ from markupsafe import Markup
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from . import queries
+from .errors import BoardError
 from .jsontext import dumps_deep
-from .errors import QitaError
 from .paths import STATIC
+from .queries import live, run_detail, run_export
+from .run_view import run_header
 from .secrets import mask_data
 from .settings import Settings
 
@@ -51,7 +52,7 @@ def reveal_for(request: Any) -> bool:
 
     state = reveal_state(request)
     if request.query_params.get("reveal") == "secrets" and not state.shown:
-        raise QitaError("showing secrets in an export needs the board's token: sign in at /login first", status=401)
+        raise BoardError("showing secrets in an export needs the board's token: sign in at /login first", status=401)
     return state.shown
 
 
@@ -63,10 +64,11 @@ def _stylesheet() -> Markup:
 def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings: Settings,
                        reveal: bool = False) -> Iterator[str]:
     """The standalone HTML of a run, as chunks of text (secrets masked unless `reveal`)."""
-    from .routes.runs import load_run
-
     with Session(engine) as session:
-        data = load_run(session, run_id)
+        row = run_detail.get_run_row(session, run_id=run_id)
+        if row is None:  # removed since the route looked it up
+            return
+        data = run_header(session, row=row)
         pk = data.pop("_pk")
         data.pop("_updated_at")
         total = data["lane"]["steps"]
@@ -76,7 +78,7 @@ def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings:
 
         def blocks() -> Iterator[list[dict[str, Any]]]:
             for offset in range(0, total, EXPORT_BLOCK):
-                steps, _ = queries.get_steps(session, run_pk=pk, offset=offset, limit=EXPORT_BLOCK)
+                steps, _ = run_detail.get_steps(session, run_pk=pk, offset=offset, limit=EXPORT_BLOCK)
                 if not steps:
                     return
                 yield steps if reveal else mask_data(steps)
@@ -89,10 +91,10 @@ def render_export_html(engine: Engine, run_id: str, *, templates: Any, settings:
 def export_jsonl(engine: Engine, run_id: str, *, reveal: bool = False) -> Iterator[bytes]:
     """The run's records in the v1 format, one JSON object per line (secrets masked unless `reveal`)."""
     with Session(engine) as session:
-        row = queries.run_live_stamp(session, run_id=run_id)
-        if row is None:
+        row = live.find_run(session, run_id=run_id)
+        if row is None:  # removed since the route looked it up
             return
-        for rec in queries.export_records(session, run_pk=row["pk"]):
+        for rec in run_export.export_records(session, run_pk=row["pk"]):
             yield dumps_line(rec if reveal else mask_data(rec))
 
 

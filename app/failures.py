@@ -2,7 +2,7 @@
 the runs list and the experiments overview count.
 
 - A run is failing when its verdict is `fail` or `error`; only failing runs have reasons.
-- A criterion gates the verdict as app.derive says: for a run gated on its armed criteria
+- A criterion gates the verdict as app.criteria says: for a run gated on its armed criteria
   (it stopped early) only the armed ones; otherwise every gating criterion the run
   declared. A failing run's reasons are its gating criteria that failed
   ("criterion X failed"); a failing run with none (its verdict was recorded by the run,
@@ -18,7 +18,7 @@ from typing import Any, Optional
 from sqlalchemy import select
 from sqlmodel import Session
 
-from .derive import criterion_passed, is_armed
+from .criteria import Weight, weigh, weighs_against
 from .models import CRITERIA, EARLY, RUNS
 
 #: Verdicts of runs that count as failing (an errored run fails, as coder_eval counts it).
@@ -33,37 +33,14 @@ def _raw_score(stored: Any, result: Any) -> Any:
     return result.get("score")
 
 
-#: The criterion fields the weighing reads, in the order weigh() takes them.
+#: The criterion fields the weighing reads (app.criteria).
 WEIGH_FIELDS = ("criterion_id", "stop_when", "gating", "pass_threshold", "has_result", "score", "passed", "has_spec")
-
-
-def weigh(rows: list[tuple], *, early_stop_enabled: bool, early_stopped: bool,
-          armed_ids: Optional[list[str]] = None) -> list[tuple[bool, bool, bool, Optional[bool]]]:
-    """How each of a run's criteria (tuples of WEIGH_FIELDS) weighs on its verdict, as
-    app.derive decides it: (armed, advisory, informational, effective pass or None)."""
-    ids = set(armed_ids or [])
-    spec_armed = [is_armed(early_stop_enabled, r[1]) for r in rows]
-    any_spec_armed = any(spec_armed)
-    declared = any(r[7] for r in rows)
-    armed = [a or (early_stop_enabled and not any_spec_armed and r[0] in ids) for a, r in zip(spec_armed, rows)]
-    any_armed = any(armed)
-    out = []
-    for r, arm in zip(rows, armed):
-        # A result for an id the run never declared is shown but does not gate (app.derive).
-        gating = bool(r[2]) and (r[7] or not declared)
-        out.append((arm,
-                    # Advisory only when the verdict really is gated on armed criteria (app.derive).
-                    early_stopped and any_armed and not arm and gating,
-                    not gating,
-                    criterion_passed(r[5], r[6], r[3], by_score=early_stopped and arm) if r[4] else None))
-    return out
 
 
 def classify_criteria(rows: list[dict[str, Any]], *, early_stop_enabled: bool, early_stopped: bool,
                       armed_ids: Optional[list[str]] = None) -> list[dict[str, Any]]:
     """A run's criterion rows with armed / advisory / informational flags and effective pass."""
-    weights = weigh([tuple(r[f] for f in WEIGH_FIELDS) for r in rows], early_stop_enabled=early_stop_enabled,
-                    early_stopped=early_stopped, armed_ids=armed_ids)
+    weights = weigh(rows, early_stop_enabled=early_stop_enabled, early_stopped=early_stopped, armed_ids=armed_ids)
     out = []
     for r, (armed, advisory, informational, passed) in zip(rows, weights):
         out.append({
@@ -89,14 +66,10 @@ def classify_criteria(rows: list[dict[str, Any]], *, early_stop_enabled: bool, e
     return out
 
 
-def fails(*, passed: Optional[bool], advisory: bool, informational: bool) -> bool:
-    """A criterion that failed and weighed on the verdict (not informational, not advisory)."""
-    return passed is False and not informational and not advisory
-
-
 def failing_criteria(criteria: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The criteria (as classify_criteria gives them) that failed and weighed on the verdict."""
-    return [c for c in criteria if fails(passed=c["passed"], advisory=c["advisory"], informational=c["informational"])]
+    return [c for c in criteria
+            if weighs_against(Weight(c["armed"], c["advisory"], c["informational"], c["passed"]))]
 
 
 def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
@@ -136,7 +109,7 @@ def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str,
         if entry is None:
             entry = runs[row[0]] = [row[1:7], []]
         if row[7] is not None:
-            entry[1].append(row[7:])
+            entry[1].append(dict(zip(WEIGH_FIELDS, row[7:])))
     if not runs:
         return []
     armed: dict[int, Any] = {}
@@ -148,8 +121,7 @@ def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str,
         ids = armed.get(pk)
         weights = weigh(rows, early_stop_enabled=bool(enabled), early_stopped=bool(stopped),
                         armed_ids=ids if isinstance(ids, list) else None)
-        failed = [r[0] for r, (_a, advisory, informational, passed) in zip(rows, weights)
-                  if fails(passed=passed, advisory=advisory, informational=informational)]
+        failed = [r["criterion_id"] for r, weight in zip(rows, weights) if weighs_against(weight)]
         out.append({"experiment": experiment, "variant": variant, "reasons": _reasons_of(failed, stop_reason, stop_detail)})
     return out
 

@@ -25,7 +25,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from . import queries
+from .queries.run_detail import record_is_large
 from .render import is_htmx, respond, wants_json
 from .secrets import Masker, cut_point, is_secret_key
 
@@ -44,7 +44,7 @@ class _NoGate:
 
 def gate_for(session, *, run_pk: int, step: Optional[int], event: Optional[int]):
     """The semaphore a field lookup takes: one at a time for large step records, none otherwise."""
-    if step is None or not queries.record_is_large(session, run_pk=run_pk, step=step, event=event):
+    if step is None or not record_is_large(session, run_pk=run_pk, step=step, event=event):
         return _NoGate()
     return _BIG_RECORDS
 

@@ -28,14 +28,13 @@ from typing import Any, Callable, Iterator, Optional
 
 from sqlalchemy.engine import Engine
 
-from .errors import QitaError
+from .errors import BoardError
 from .ingest import Ingestor, Stopped
 from .settings import Settings
 
 log = logging.getLogger("qita.jobs")
 
 MAX_KEPT_JOBS = 200
-STATES_DONE = ("done", "failed", "cancelled")
 
 
 class FairGate:
@@ -244,7 +243,7 @@ class Writer:
                                      "(QITA_JOB_BUDGET_S): what was read is kept; upload the same files again to go on",
                            }.get(reason or "", "the board stopped: what was read is kept")
                 self._end(job, "failed" if reason == "budget" else "cancelled", error=message)
-            except QitaError as exc:
+            except BoardError as exc:
                 self._end(job, "failed", error=exc.message)
             except Exception as exc:  # a bad job must never kill the writer
                 log.exception("write job %s failed", job.label)

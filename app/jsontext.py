@@ -100,3 +100,14 @@ def column_value(value: Any) -> Any:
         except orjson.JSONDecodeError:
             return None
     return value
+
+
+def stored_value(text: Any) -> Any:
+    """A stored record's JSON text parsed; the text itself when it is not JSON (shown as
+    stored rather than lost), and a value the driver already parsed as it is."""
+    if text is None or not isinstance(text, (str, bytes)):
+        return text
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text

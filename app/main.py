@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import tempfiles, urls  # noqa: F401  (registers the runid convertor before routes are built)
 from .db import open_database
-from .errors import QitaError
+from .errors import BoardError
 from .jobs import Writer
 from .lab.index import LabIndexer
 from .paths import STATIC
@@ -32,9 +32,9 @@ from .watch import Watcher
 log = logging.getLogger("qita")
 
 
-def _error_response(request: Request, exc: QitaError):
+def _error_response(request: Request, exc: BoardError):
     # Messages and their details may quote trace text (a run id, a bad value): masked like any page.
-    exc = QitaError(mask_text(exc.message), status=exc.status, title=exc.title, details=mask_data(exc.details))
+    exc = BoardError(mask_text(exc.message), status=exc.status, title=exc.title, details=mask_data(exc.details))
     if wants_json(request):
         return JSONResponse({**exc.details, "error": exc.message, "status": exc.status}, status_code=exc.status)
     templates = request.app.state.templates
@@ -126,8 +126,8 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     app.state.lab_indexer = lab_indexer
     app.state.templates = make_templates()
 
-    @app.exception_handler(QitaError)
-    async def qita_error(request: Request, exc: QitaError):
+    @app.exception_handler(BoardError)
+    async def board_error(request: Request, exc: BoardError):
         return _error_response(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
@@ -135,17 +135,17 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         message = exc.detail if isinstance(exc.detail, str) else "error"
         if exc.status_code == 404 and message == "Not Found":
             message = "no such page"
-        return _error_response(request, QitaError(message, status=exc.status_code))
+        return _error_response(request, BoardError(message, status=exc.status_code))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
-        return _error_response(request, QitaError(_validation_message(exc), status=400))
+        return _error_response(request, BoardError(_validation_message(exc), status=400))
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception):
         log.exception("unhandled error on %s", request.url.path)
-        return _error_response(request, QitaError("internal error: the board could not answer this request",
-                                                  status=500))
+        return _error_response(request, BoardError("internal error: the board could not answer this request",
+                                                   status=500))
 
     from .routes import ROUTERS
 

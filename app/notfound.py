@@ -4,7 +4,7 @@ A run id that is not there comes back with the nearest ids (by shared prefix, by
 containing what was typed, by similarity, and the runs of a task when the text is a
 task id) and the experiments the board holds. A compare group that names a variant,
 experiment or tag that is not there is answered with the valid ones. Every answer is
-a `QitaError`, so pages, htmx fragments and JSON twins all carry the same details.
+a `BoardError`, so pages, htmx fragments and JSON twins all carry the same details.
 """
 
 from __future__ import annotations
@@ -15,18 +15,15 @@ from typing import Any, Optional
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from .errors import QitaError
+from .errors import BoardError
 from .models import RUNS, RUN_TAGS as TAGS
+from .search import escape_like
 
 #: How many suggestions an answer offers, and how many names of things that exist.
 NEAREST = 5
 LISTED = 30
 #: Runs sharing the first characters of the asked id that are ranked by similarity.
 _PREFIX_CANDIDATES = 2000
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -49,7 +46,7 @@ def nearest_run_ids(session: Session, *, run_id: str, limit: int = NEAREST) -> l
             .order_by(RUNS.c.run_id).limit(_PREFIX_CANDIDATES)).scalars())
     if len(asked) >= 3:
         candidates.update(session.execute(
-            select(RUNS.c.run_id).where(RUNS.c.run_id.like(f"%{_escape_like(asked)}%", escape="\\"))
+            select(RUNS.c.run_id).where(RUNS.c.run_id.like(f"%{escape_like(asked)}%", escape="\\"))
             .order_by(RUNS.c.run_id).limit(50)).scalars())
         # A task id typed where a run id belongs: its runs are what was meant.
         candidates.update(session.execute(
@@ -88,19 +85,19 @@ def tags(session: Session, *, limit: int = LISTED) -> list[str]:
     return list(session.execute(select(TAGS.c.tag).distinct().order_by(TAGS.c.tag).limit(limit)).scalars())
 
 
-def missing_run(session: Session, run_id: str) -> QitaError:
+def missing_run(session: Session, run_id: str) -> BoardError:
     """The 404 for a run id that is not in the store, with the nearest ids and the experiments."""
     nearest = nearest_run_ids(session, run_id=run_id)
     shown = run_id if len(run_id) <= 200 else run_id[:200] + "…"
     message = f"no run with id {shown!r}"
     if nearest:
         message += f"; nearest: {', '.join(nearest)}"
-    return QitaError(message, status=404, details={
+    return BoardError(message, status=404, details={
         "asked": {"run_id": run_id[:1000]}, "nearest_run_ids": nearest, "experiments": experiments(session)})
 
 
 def missing_groups(session: Session, *, kind: str, asked: dict[str, Any], missing: list[str],
-                   experiment: Optional[str] = None) -> QitaError:
+                   experiment: Optional[str] = None) -> BoardError:
     """The 404 for compare groups that name something absent, naming the valid choices."""
     if kind == "variant" and experiment is not None:
         valid = variants(session, experiment=experiment)
@@ -116,4 +113,4 @@ def missing_groups(session: Session, *, kind: str, asked: dict[str, Any], missin
         message = (f"no experiment {', '.join(repr(m) for m in missing)}; "
                    f"experiments: {', '.join(valid) or 'none (ingest or upload runs first)'}")
         details = {"asked": asked, "valid": valid}
-    return QitaError(message, status=404, details={**details, "experiments": experiments(session)})
+    return BoardError(message, status=404, details={**details, "experiments": experiments(session)})

@@ -1,4 +1,4 @@
-"""The experiments overview's figures, as pure functions (the queries are in app.overview_queries).
+"""The experiments overview's figures, as pure functions (the queries are in app.queries.experiments).
 
 - Every figure belongs to one variant of one experiment; nothing is added up across
   variants (a smoke run and an e2e run of the same task are different measurements).

@@ -287,3 +287,94 @@ def criterion_evidence(criterion: dict[str, Any]) -> dict[str, list[int]]:
         calls += _ints(details.get(key))
     return {"steps": list(dict.fromkeys(s for s in steps if s >= 0))[:EVIDENCE_MAX],
             "calls": list(dict.fromkeys(c for c in calls if c >= 1))[:EVIDENCE_MAX]}
+
+
+# -- the run header's setup panel and verdict lane ------------------------------------------
+# Templates show what these give; the type checks and the pointer paths (where the whole
+# value of a cut one is loaded from, app.queries.run_detail.get_run_field) are decided here.
+
+#: How the run header says what its verdict was gated on (derive.derive_verdict's gated_on).
+GATED_ON_LABELS = {"armed": "armed criteria only", "all": "all gating criteria", "none": "no criteria"}
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _shown(value: Any, *path: Any) -> dict[str, Any]:
+    """A value the page shows (cut when long) and the pointer path of its whole self."""
+    return {"value": value, "path": ("run", *path)}
+
+
+def critics_setup(critics: Any) -> Optional[dict[str, Any]]:
+    """The run's declared critics: a list (names as tags, anything else as a value) or one value."""
+    if critics is None:
+        return None
+    if not _is_list(critics):
+        return {"items": None, "whole": _shown(critics, "critics")}
+    items = [{"name": c} if isinstance(c, str) else _shown(c, "critics", i) for i, c in enumerate(critics)]
+    return {"items": items, "whole": None}
+
+
+def stop_criteria_setup(stop_criteria: Any) -> Optional[dict[str, Any]]:
+    """The run's stop criteria: a list (named ones with their params, anything else as a value) or one value."""
+    if stop_criteria is None:
+        return None
+    if not _is_list(stop_criteria):
+        return {"items": None, "whole": _shown(stop_criteria, "stop_criteria")}
+    items = []
+    for i, sc in enumerate(stop_criteria):
+        if isinstance(sc, dict) and sc.get("name") is not None:
+            params = sc.get("params")
+            items.append({"name": sc["name"],
+                          "params": _shown(params, "stop_criteria", i, "params") if params not in (None, {}) else None})
+        else:
+            items.append({"name": None, "whole": _shown(sc, "stop_criteria", i)})
+    return {"items": items, "whole": None}
+
+
+def failure_report_view(report: Any) -> Optional[dict[str, Any]]:
+    """The run's failure report: its failures listed, its other fields, or the value as written.
+
+    `kind` is `listed` (a mapping with a `failures` list), `empty` (an empty mapping: the
+    run recorded no failures here) or `value` (anything else, shown as written).
+    """
+    if report is None:
+        return None
+    failures = report.get("failures") if isinstance(report, dict) else None
+    count = report.get("failure_count") if isinstance(report, dict) else None
+    if count is None and _is_list(failures):
+        count = len(failures)
+    if _is_list(failures):
+        others = [{"key": k, **_shown(v, "failure_report", k)} for k, v in sorted(report.items(), key=lambda kv: str(kv[0]))
+                  if k not in ("failures", "failure_count")]
+        return {"kind": "listed", "count": count,
+                "failures": [_shown(f, "failure_report", "failures", i) for i, f in enumerate(failures)],
+                "others": others}
+    if isinstance(report, dict) and not report:
+        return {"kind": "empty", "count": count}
+    return {"kind": "value", "count": count, "whole": _shown(report, "failure_report")}
+
+
+def run_setup(run: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The run header's "Setup and report" panel, or None when the trace recorded none of it."""
+    setup = {"critics": critics_setup(run.get("critics")),
+             "stop_criteria": stop_criteria_setup(run.get("stop_criteria")),
+             "meta": _shown(run["meta"], "meta") if run.get("meta") is not None else None,
+             "failure_report": failure_report_view(run.get("failure_report"))}
+    return setup if any(v is not None for v in setup.values()) else None
+
+
+#: The letter a verdict-lane mark shows for its critic action (– when no critic spoke).
+LANE_LABELS = {"stop": "S", "retry": "R", "continue": "·"}
+
+
+def lane_mark(mark: dict[str, Any]) -> dict[str, Any]:
+    """One verdict-lane mark as the page draws it: its steps, label, score bar and title."""
+    score = mark.get("score")
+    steps = f"{mark['step']}" + (f"–{mark['last']}" if mark.get("last") not in (None, mark["step"]) else "")
+    title = f"step {steps}: {mark.get('action') or 'no critic'}" + (f" {fmt_score(score)}" if score is not None else "")
+    return {"step": mark["step"], "action": mark.get("action") or "none", "retried": bool(mark.get("retry")),
+            "label": LANE_LABELS.get(mark.get("action"), "–"),
+            "score_class": f"s{int(round(score * 10))}" if isinstance(score, (int, float)) else "sx",
+            "title": title}

@@ -27,6 +27,7 @@ from sqlmodel import SQLModel
 
 from . import compare
 from .models import RUNS, SOURCES, UPLOAD_RUNS, UPLOADS
+from .search import escape_like
 
 log = logging.getLogger("qita.removal")
 
@@ -204,7 +205,7 @@ def plan_upload(conn: Connection, *, upload_id: int) -> Optional[dict[str, Any]]
 def _forget_sources(conn: Connection, keys: list[str]) -> int:
     gone = 0
     for key in keys:
-        prefix = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+        prefix = escape_like(key) + "/%"
         gone += conn.execute(delete(SOURCES).where(or_(SOURCES.c.path == key,
                                                        SOURCES.c.path.like(prefix, escape="\\")))).rowcount or 0
     return gone

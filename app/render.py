@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from . import jsontext, present, walk
 from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
-from .queries import make_pointer
+from .queries.pointers import make_pointer
 from .secrets import PAGE_MAX_CHARS, Masker
 from .urls import encode_run_id
 
@@ -59,6 +59,9 @@ def make_templates() -> Jinja2Templates:
     env.globals.update(
         stop_reason_info=present.stop_reason_info,
         criterion_evidence=present.criterion_evidence,
+        run_setup=present.run_setup,
+        lane_mark=present.lane_mark,
+        gated_on_labels=present.GATED_ON_LABELS,
         step_summary=walk.summary,
         walk_labels=walk.KIND_LABELS,
         walk_union=walk.union,

@@ -7,7 +7,7 @@ still hold them, are never searched). What a run is found by:
 
 - its run id, task id, objective, final result, stop detail and verdict reason;
 - every critic's reason and action (`q=returncode` finds the run whose critic said so);
-- every step's tool names and error texts (`app.walk.step_errors`).
+- every step's tool names and error texts (`app.step_failures.step_errors`).
 
 Each run field is cut to `TEXT_CHARS` where no secret is split, then masked; a batch's
 critic and step texts go in as one masked document (see `index_run`). Rows are added as
@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 
 from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_SEARCH_TABLE, RUNS, STEPS
 from .secrets import cut_point, mask_text
+from .step_failures import MAY_FAIL, step_errors
 
 #: The run's own fields that search finds it by.
 RUN_FIELDS = ("run_id", "task_id", "objective", "final_result", "stop_detail", "verdict_reason")
@@ -74,9 +75,6 @@ def _names(record: dict[str, Any]) -> Iterable[Any]:
 
 
 def _step_texts(record_text: Optional[str]) -> list[Any]:
-    # walk reads through app.queries, which imports this module
-    from .walk import _MAY_FAIL, step_errors
-
     if not record_text:
         return []
     try:
@@ -86,7 +84,7 @@ def _step_texts(record_text: Optional[str]) -> list[Any]:
     if not isinstance(record, dict):
         return []
     texts: list[Any] = list(_names(record))
-    if _MAY_FAIL.search(record_text):  # one regex pass instead of walking every step's results
+    if MAY_FAIL.search(record_text):  # one regex pass instead of walking every step's results
         texts += step_errors(record)
     return texts
 
@@ -156,6 +154,7 @@ def has_index(conn: Any) -> bool:
 
 
 def escape_like(q: str) -> str:
+    """`q` matched literally by LIKE / ILIKE with `escape="\\"`."""
     return q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 

@@ -404,12 +404,6 @@ class Masker:
 
         return repl
 
-    def value_under_key(self, key: Any, value: str) -> str:
-        """A string stored under a secret-sounding key is masked whole."""
-        if isinstance(key, str) and is_secret_key(key):
-            return self._secret_value(_key_kind(key), value)
-        return self.text(value)
-
     def _secret_value(self, kind: str, value: str) -> str:
         """A string known to be a secret by where it lives."""
         if not self.detect:
@@ -644,7 +638,3 @@ def find_secrets(value: str) -> list[tuple[str, str]]:
 
     _Recorder()._text(value)
     return found
-
-
-def reveal_requested(query_value: Optional[str]) -> bool:
-    return query_value == "secrets"

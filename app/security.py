@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .errors import QitaError
+from .errors import BoardError
 from .settings import LOOPBACK_HOSTS, Settings
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -291,7 +291,7 @@ class SecurityMiddleware:
                 message = await asyncio.wait_for(receive(), idle)
             except asyncio.TimeoutError:
                 done = True
-                raise QitaError(f"the request body sent nothing for {idle:g} s: cut off", status=408) from None
+                raise BoardError(f"the request body sent nothing for {idle:g} s: cut off", status=408) from None
             if message.get("type") != "http.request" or not message.get("more_body", False):
                 done = True
             return message

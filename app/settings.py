@@ -54,7 +54,3 @@ class Settings(BaseSettings):
         if "://" in self.db:
             return self.db
         return f"sqlite:///{self.db}"
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.db_url.startswith("sqlite")

@@ -21,7 +21,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from . import tempfiles
-from .errors import QitaError
+from .errors import BoardError
 from .ingest import IngestIssue, IngestReport
 from .removal import after_upload
 
@@ -32,9 +32,9 @@ MAX_NAME = 200
 MAX_FILES = 1000
 
 
-def too_large(limit: int) -> QitaError:
-    return QitaError(f"upload too large: the limit is {limit:,} bytes (QITA_MAX_UPLOAD_BYTES); "
-                     "split the files or ingest them with `qita ingest PATH` on the board's machine", status=413)
+def too_large(limit: int) -> BoardError:
+    return BoardError(f"upload too large: the limit is {limit:,} bytes (QITA_MAX_UPLOAD_BYTES); "
+                      "split the files or ingest them with `qita ingest PATH` on the board's machine", status=413)
 
 
 def clean_name(name: str) -> Optional[str]:
@@ -115,7 +115,7 @@ class _Collector:
             self.skip = True
             return
         if len(self.out.files) >= MAX_FILES:
-            raise QitaError(f"too many files in one upload (at most {MAX_FILES})", status=413)
+            raise BoardError(f"too many files in one upload (at most {MAX_FILES})", status=413)
         self.label = name
         self.path = os.path.join(self.out.folder, f"{len(self.out.files)}{suffix}")
         self.fh = open(self.path, "xb")
@@ -144,7 +144,7 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
         raise too_large(max_bytes)
     ctype, params = parse_options_header(request.headers.get("content-type", ""))
     if ctype != b"multipart/form-data" or b"boundary" not in params:
-        raise QitaError("send the files as multipart/form-data (field name: files)", status=415)
+        raise BoardError("send the files as multipart/form-data (field name: files)", status=415)
     out = Received(folder=tempfiles.make_dir("upload-"))
     collector = _Collector(out)
     callbacks: Any = {name: getattr(collector, name) for name in (
@@ -161,7 +161,7 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
     except FormParserError as exc:
         collector.close()
         out.remove()
-        raise QitaError(f"invalid multipart upload: {exc}") from exc
+        raise BoardError(f"invalid multipart upload: {exc}") from exc
     except BaseException:
         collector.close()
         out.remove()
@@ -169,7 +169,7 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
     collector.close()
     if not out.files and not out.rejected:
         out.remove()
-        raise QitaError("no file in the upload: choose .jsonl, .jsonl.gz, .zip or task.json files (field name: files)")
+        raise BoardError("no file in the upload: choose .jsonl, .jsonl.gz, .zip or task.json files (field name: files)")
     return out
 
 

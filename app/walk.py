@@ -7,9 +7,9 @@ Three kinds of step are worth jumping to (the run page's filter and its `n` / `p
   (`decided_at_step` of a criterion, `step` of the early-stop record);
 - `errors`: something failed: an event of the step has `ok: false`, a tool invocation
   has an `error` or a failing `status`, or an action result has an `error`, `ok: false`
-  or a non-zero `returncode` (app.walk.step_errors).
+  or a non-zero exit code (app.step_failures, the one rule for "did this step fail").
 
-The lists are read per run state and cached until the run changes (`queries.run_cached`),
+The lists are read per run state and cached until the run changes (`app.queries.cache.run_cached`),
 so a long run's page does not rescan it on every view.
 """
 
@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-import re
 
 import orjson
 from sqlalchemy import select
 from sqlmodel import Session
 
-from . import queries
+from qita.engine.critic import ACTION_RANK
+
 from .models import CRITERIA, EARLY, EVENTS, STEPS
+from .queries import run_detail
+from .queries.cache import run_cached
+from .step_failures import MAY_FAIL, step_errors
 
 KINDS = ("critic", "decided", "errors")
 KIND_LABELS = {
@@ -32,62 +35,12 @@ KIND_LABELS = {
     "decided": "a criterion was decided",
     "errors": "with errors",
 }
-#: Tool-invocation statuses that mean the call did not succeed (compared lower-case).
-FAILING_STATUSES = frozenset({"error", "errored", "failed", "failure", "fail", "timeout", "timed_out", "exception",
-                              "crashed"})
-#: What a stored step line must hold to be worth parsing for step_errors: an `error` that is
-#: not null, `ok: false`, a non-zero `returncode` or a failing `status`. One pass of a
-#: regular expression over the text (about 4 ms per 1,000 steps of 2 KB); only the lines it
-#: matches are parsed and judged.
-_MAY_FAIL = re.compile(r'"(?:error"\s*:\s*[^n\s]|ok"\s*:\s*f|(?:returncode|exit_code)"\s*:\s*-?[1-9]|status"\s*:\s*"(?i:'
-                       + "|".join(sorted(FAILING_STATUSES)) + ')")')
-
-
-_RANK = {"continue": 0, "retry": 1, "stop": 2}
 
 
 def clean_kinds(values: Optional[Iterable[str]]) -> list[str]:
     """The known kinds among `values`, in their fixed order (unknown ones are ignored)."""
     given = set(values or ())
     return [k for k in KINDS if k in given]
-
-
-def _set(value: Any) -> bool:
-    return value not in (None, "", {}, [], False)
-
-
-def step_errors(record: Any) -> list[str]:
-    """What failed in a step record, as short texts (empty when nothing did): tool
-    invocations with an `error` or a failing `status`, and action results with an
-    `error`, `ok: false` or a non-zero `returncode` / `exit_code`, and a step that itself
-    ended in `error`."""
-    out: list[str] = []
-    if not isinstance(record, dict):
-        return out
-    if isinstance(record.get("error"), str) and record["error"]:
-        out.append(record["error"])  # the step itself ended in error (e.g. the agent crashed)
-    invocations = record.get("tool_invocations") if isinstance(record.get("tool_invocations"), list) else []
-    for inv in invocations:
-        if not isinstance(inv, dict):
-            continue
-        error, status = inv.get("error"), inv.get("status")
-        failed = isinstance(status, str) and status.lower() in FAILING_STATUSES
-        if _set(error) or failed:
-            name = inv.get("tool_name") if isinstance(inv.get("tool_name"), str) else "tool"
-            out.append(f"{name}: {error if isinstance(error, str) else orjson.dumps(error).decode() if _set(error) else 'status ' + str(status)}")
-    results = record.get("action_results") if isinstance(record.get("action_results"), list) else []
-    for res in results:
-        if not isinstance(res, dict):
-            continue
-        code = res.get("returncode", res.get("exit_code"))
-        if _set(res.get("error")):
-            error = res["error"]
-            out.append(error if isinstance(error, str) else orjson.dumps(error).decode())
-        elif res.get("ok") is False:
-            out.append("action result not ok")
-        elif isinstance(code, int) and not isinstance(code, bool) and code != 0:
-            out.append(f"{res.get('command') if isinstance(res.get('command'), str) else 'command'}: returncode {code}")
-    return out
 
 
 def event_failed(event: dict[str, Any]) -> bool:
@@ -109,7 +62,7 @@ def _error_steps(session: Session, *, run_pk: int) -> list[int]:
     existing = set()
     for step, text in session.execute(select(STEPS.c.step, STEPS.c.record).where(STEPS.c.run_pk == run_pk)):
         existing.add(step)
-        if step not in steps and text and _MAY_FAIL.search(text) and step_errors(_loads(text)):
+        if step not in steps and text and MAY_FAIL.search(text) and step_errors(_loads(text)):
             steps.add(step)
     return sorted(steps & existing)
 
@@ -130,7 +83,7 @@ def _flagged(session: Session, run_pk: int) -> dict[str, list[int]]:
 
 def flagged_steps(session: Session, *, run_pk: int, updated_at: Any) -> dict[str, list[int]]:
     """The run's step numbers of each kind, ascending (cached until the run changes)."""
-    return queries.run_cached(session, run_pk=run_pk, updated_at=updated_at, name="walk",
+    return run_cached(session, run_pk=run_pk, updated_at=updated_at, name="walk",
                               compute=lambda: _flagged(session, run_pk))
 
 
@@ -144,19 +97,19 @@ def step_block(session: Session, *, run_pk: int, updated_at: Any, kinds: list[st
                limit: int) -> tuple[list[dict[str, Any]], int]:
     """A block of steps: of the whole run, or only those of `kinds` (offset counts those)."""
     if not kinds:
-        return queries.get_steps(session, run_pk=run_pk, offset=offset, limit=limit)
+        return run_detail.get_steps(session, run_pk=run_pk, offset=offset, limit=limit)
     chosen = union(flagged_steps(session, run_pk=run_pk, updated_at=updated_at), kinds)
     wanted = chosen[max(0, offset): max(0, offset) + limit]
     if not wanted:
         return [], len(chosen)
-    steps, _total = queries.get_steps(session, run_pk=run_pk, steps=wanted, limit=len(wanted))
+    steps, _total = run_detail.get_steps(session, run_pk=run_pk, steps=wanted, limit=len(wanted))
     return steps, len(chosen)
 
 
 def position_of(session: Session, *, run_pk: int, updated_at: Any, kinds: list[str], step: int) -> int:
     """The offset of the first step >= `step` in the run (or among the steps of `kinds`)."""
     if not kinds:
-        return queries.steps_after(session, run_pk=run_pk, after=step - 1)
+        return run_detail.steps_after(session, run_pk=run_pk, after=step - 1)
     chosen = union(flagged_steps(session, run_pk=run_pk, updated_at=updated_at), kinds)
     return sum(1 for s in chosen if s < step)
 
@@ -164,7 +117,7 @@ def position_of(session: Session, *, run_pk: int, updated_at: Any, kinds: list[s
 def step_at(session: Session, *, run_pk: int, updated_at: Any, kinds: list[str], position: int) -> Optional[int]:
     """The step number at `position` (in the run, or among the steps of `kinds`)."""
     if not kinds:
-        return queries.step_at(session, run_pk=run_pk, position=position)
+        return run_detail.step_at(session, run_pk=run_pk, position=position)
     chosen = union(flagged_steps(session, run_pk=run_pk, updated_at=updated_at), kinds)
     return chosen[position] if 0 <= position < len(chosen) else None
 
@@ -177,12 +130,12 @@ def summary(step: dict[str, Any]) -> dict[str, Any]:
     for o in outs:
         eff = o.get("effective_action") or "continue"
         counts[eff] = counts.get(eff, 0) + 1
-    actions = [{"action": a, "count": counts[a]} for a in sorted(counts, key=lambda a: -_RANK.get(a, 0))]
+    actions = [{"action": a, "count": counts[a]} for a in sorted(counts, key=lambda a: -ACTION_RANK.get(a, 0))]
     worst = None
     if outs:
         def badness(o: dict[str, Any]) -> tuple:
             score = o.get("score")
-            return (_RANK.get(o.get("effective_action") or "continue", 0),
+            return (ACTION_RANK.get(o.get("effective_action") or "continue", 0),
                     -(score if isinstance(score, (int, float)) else 2.0))
         worst = max(outs, key=badness)
     errors = step_errors(step.get("record"))

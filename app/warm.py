@@ -2,7 +2,7 @@
 
 Pairing thousands of runs and computing every figure with its interval takes the better
 part of a second at 10,000 pairs (docs/performance.md); the result is cached until a run
-changes (app.queries.data_cached). This thread keeps that cache ready: when the store's
+changes (app.queries.cache.data_cached). This thread keeps that cache ready: when the store's
 data version moves (after an ingest, an upload, a sweep) and has then stayed put for a
 moment, it computes each experiment's default comparison and the comparisons visitors
 asked for recently, so the compare page answers from the cache. It only reads.
@@ -52,14 +52,14 @@ class Warmer:
                 self._recent.popitem(last=False)
 
     def _loop(self) -> None:
-        from . import queries
+        from .queries.cache import data_version
 
         done: Optional[tuple] = None
         seen: Optional[tuple] = None
         while not self._stop.wait(self.interval):
             try:
                 with Session(self.engine) as session:
-                    version = queries.data_version(session)
+                    version = data_version(session)
                     # Settled: the same version twice in a row (an ingest in progress moves it).
                     if version == seen and version != done:
                         self.warm(session)
@@ -70,10 +70,11 @@ class Warmer:
 
     def warm(self, session: Session) -> int:
         """Compute the default comparison of each experiment and the recent ones."""
-        from . import compare, compare_queries
+        from . import compare
+        from .queries import comparison
 
         targets: list[tuple] = []
-        for experiment, variants in list(compare_queries.variants_by_experiment(session).items())[:MAX_EXPERIMENTS]:
+        for experiment, variants in list(comparison.variants_by_experiment(session).items())[:MAX_EXPERIMENTS]:
             pick = compare.choose_default({experiment: variants})
             if pick:
                 e, va, vb = pick
@@ -84,7 +85,7 @@ class Warmer:
         for ga, gb, group in targets:
             if self._stop.is_set():
                 break
-            compare_queries.comparison(session, ga, gb, group=group, limit=0)
+            comparison.comparison(session, ga, gb, group=group, limit=0)
             n += 1
         self.warmed += n
         return n

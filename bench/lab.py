@@ -107,10 +107,9 @@ def build(runs: int, frontier_runs: int, steps: int, log=print) -> tuple[Path, d
 
 
 def _cold(fn) -> float:
-    from app import queries
+    from app.queries import cache
 
-    with queries._CACHE_LOCK:
-        queries._CACHE.clear()
+    cache.clear()
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
@@ -122,7 +121,7 @@ def in_process(db: Path, rounds: int) -> dict[str, Any]:
 
     from app.db import open_database
     from app.lab import view
-    from app.queries import RunFilters
+    from app.queries.run_list import RunFilters
     from app.settings import Settings
 
     engine = open_database(Settings(db=str(db)))

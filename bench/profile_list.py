@@ -2,7 +2,7 @@
 
     python -m bench.profile_list /tmp/qita-bench/server-100000-10000-1000.db [--before old_queries.py]
 
-`--before` loads another version of app/queries.py (e.g. `git show 7f08a61:app/queries.py`)
+`--before` loads another version of app/queries/run_list.py (e.g. `git show 7f08a61:app/queries.py`)
 so both can be timed on the same database; `--profile` prints a pyinstrument profile
 of one uncached list request.
 """
@@ -23,9 +23,9 @@ from .common import percentile
 
 def _load(path: Optional[Path]) -> Any:
     if path is None:
-        from app import queries
+        from app.queries import run_list
 
-        return queries
+        return run_list
     spec = importlib.util.spec_from_file_location("app._queries_before", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -34,7 +34,7 @@ def _load(path: Optional[Path]) -> Any:
 
 
 def page(mod: Any, session: Session, **kw: Any) -> None:
-    """What the list page asks of the queries module for one request."""
+    """What the list page asks of the runs-list queries for one request."""
     f = mod.RunFilters(**kw)
     mod.list_runs(session, filters=f)
     mod.run_stats(session, filters=f)

@@ -25,7 +25,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from .. import derive
 from ..db import describe_db_error
-from ..errors import QitaError
+from ..errors import BoardError
 from ..models import SOURCES, RUNS
 from ..settings import Settings
 from . import qitos  # noqa: F401  (registers the QitOS folder reader)
@@ -113,16 +113,6 @@ class IngestReport:
     def ok(self) -> bool:
         return not self.errors and not self.missing
 
-    def merge(self, other: "IngestReport") -> None:
-        self.files += other.files
-        self.records += other.records
-        self.run_ids |= other.run_ids
-        self.created |= other.created
-        self.errors.extend(other.errors)
-        self.warnings.extend(other.warnings)
-        self.missing.extend(other.missing)
-        self.empty.extend(other.empty)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "files": self.files,
@@ -209,7 +199,7 @@ class Ingestor:
             with self.gate(), self.engine.begin() as conn:
                 derive.sweep_abandoned(conn, now=_now(), abandon_after_s=self.settings.abandon_after_s)
         except SQLAlchemyError as exc:
-            raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
+            raise BoardError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
 
     # -- one source ---------------------------------------------------------------------
     def ingest_source(self, src: Source, report: IngestReport, *, final: bool = True, closed: bool = False) -> None:
@@ -224,7 +214,7 @@ class Ingestor:
                     self._commit(src, report, [(r, None, src.label, 0) for r in extra], None, closed=closed)
         except (OperationalError, SQLAlchemyError) as exc:
             self.applier.forget()
-            raise QitaError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
+            raise BoardError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
         except OSError as exc:
             report.errors.append(IngestIssue(src.label, None, f"cannot read file: {exc.strerror or type(exc).__name__}"))
 
@@ -322,7 +312,6 @@ class Ingestor:
             if self.progress:
                 self.progress(st.st_size)
             return  # unchanged since the last pass
-        gz = src.kind == "gz"
         if st.st_size == 0 and final and prev is None:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
         hasher = hashlib.sha256()

@@ -27,6 +27,7 @@ import orjson
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
+from ..jsontext import stored_value
 from ..models import CRITERIA, EARLY, RUNS, STEPS
 
 Item = tuple[dict[str, Any], Optional[bytes], str, int]
@@ -34,15 +35,6 @@ Warning_ = tuple[str, int, str, str]
 
 #: Items of one kind listed in a warning before "…".
 LISTED = 8
-
-
-def _loads(text: Any) -> Any:
-    if text is None or not isinstance(text, (str, bytes)):
-        return text
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
 
 
 def _same(stored: Any, record: dict[str, Any]) -> bool:
@@ -122,7 +114,7 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str) -> t
         if not present:
             kept.append(item)
             added.setdefault(rid, []).append(what)
-        elif not _same(_loads(stored), rec):
+        elif not _same(stored_value(stored), rec):
             refused.setdefault(rid, []).append(what)
 
     warnings: list[Warning_] = []

@@ -30,7 +30,7 @@ from sqlalchemy import and_, delete, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
-from ..compare_queries import rows_of
+from ..queries.comparison import rows_of
 from ..jsontext import column_value
 from ..models import CRITERIA, LAB_DECISIONS, LAB_RUNS, RUNS, STEPS
 from .state import RunState, pack_series, run_state
@@ -217,7 +217,7 @@ class LabIndexer:
         self._stop.wait(min(seconds, 5.0))
 
     def _loop(self) -> None:
-        from ..queries import data_version
+        from ..queries.cache import data_version
 
         seen = done = None
         still = 0

@@ -1,8 +1,8 @@
-"""Read queries of the policy lab (keyword-only, like app.queries): a few bulk queries per
+"""Read queries of the policy lab: a few bulk queries per
 set of runs, whatever its size, never one per run.
 
 A set is given as WHERE conditions on `runs` (the runs list's filters,
-`app.queries.run_conditions`). Only finished runs whose lab state is up to date take
+`app.queries.run_list.run_conditions`). Only finished runs whose lab state is up to date take
 part; the others are counted as pending (`app.lab.index`).
 """
 
@@ -14,7 +14,7 @@ import orjson
 from sqlalchemy import and_, case, exists, func, select
 from sqlmodel import Session
 
-from ..compare_queries import COLUMNS, rows_of
+from ..queries.comparison import COLUMNS, rows_of
 from ..jsontext import column_value
 from ..models import EARLY, LAB_DECISIONS, LAB_RUNS, RUNS, STEPS
 from .sim import Crit, SimRun, sim_crit
@@ -194,7 +194,7 @@ def step_calls_at(session: Session, *, pairs: list[tuple[int, int]]) -> dict[tup
 
 def experiments_with_variants(session: Session) -> dict[str, list[str]]:
     """Each experiment's variants (the lab's chooser), from compare's query."""
-    from ..compare_queries import variants_by_experiment
+    from ..queries.comparison import variants_by_experiment
 
     return variants_by_experiment(session)
 

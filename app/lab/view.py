@@ -21,9 +21,11 @@ from sqlmodel import Session
 
 from qita.live import LiveCapability
 
-from .. import compare, queries
-from ..errors import QitaError
+from .. import compare
+from ..errors import BoardError
 from ..models import RUNS
+from ..queries.cache import data_cached, data_version
+from ..queries.run_list import RunFilters, run_conditions
 from . import calibration, frontier, queries as lq, validate
 from .index import lab_version, pending_count
 from .sim import RULES, STOP_WHEN, Policy, simulate
@@ -52,7 +54,7 @@ class PolicyArgs:
             v is not None for v in (self.min_steps, self.max_steps, self.max_tokens, self.max_seconds))
 
 
-def default_filters(session: Session, filters: queries.RunFilters) -> tuple[queries.RunFilters, bool]:
+def default_filters(session: Session, filters: RunFilters) -> tuple[RunFilters, bool]:
     """The set to show: the one asked for, else the full variant of compare's default experiment."""
     asked = filters.as_params()
     for key in ("sort", "order", "offset", "limit"):
@@ -63,17 +65,17 @@ def default_filters(session: Session, filters: queries.RunFilters) -> tuple[quer
     if pick is None:
         return filters, True
     experiment, _a, b = pick
-    return queries.RunFilters(experiment=experiment, variant=b), True
+    return RunFilters(experiment=experiment, variant=b), True
 
 
-def set_key(filters: queries.RunFilters) -> tuple:
+def set_key(filters: RunFilters) -> tuple:
     params = filters.as_params()
     for key in ("sort", "order", "offset", "limit"):
         params.pop(key, None)
     return tuple(sorted((k, str(v)) for k, v in params.items()))
 
 
-def describe(filters: queries.RunFilters) -> str:
+def describe(filters: RunFilters) -> str:
     """The set in words: "variant e2e of experiment demo", "tag nightly", "runs matching ..."."""
     parts = []
     if filters.variant and filters.experiment:
@@ -95,9 +97,9 @@ def parse_arm(item: str) -> tuple[str, str]:
     """`ID:when` (an id may itself hold colons: the last one separates)."""
     cid, sep, when = item.rpartition(":")
     if not sep or not cid:
-        raise QitaError(f"arm must be CRITERION_ID:pass|fail|decided, not {item[:120]!r}")
+        raise BoardError(f"arm must be CRITERION_ID:pass|fail|decided, not {item[:120]!r}")
     if when not in STOP_WHEN:
-        raise QitaError(f"criterion {cid[:200]!r}: stop_when must be one of {', '.join(STOP_WHEN)}, not {when[:40]!r}")
+        raise BoardError(f"criterion {cid[:200]!r}: stop_when must be one of {', '.join(STOP_WHEN)}, not {when[:40]!r}")
     return cid, when
 
 
@@ -114,13 +116,13 @@ def arming_options(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 def make_policy(args: PolicyArgs, catalogue: list[dict[str, Any]]) -> Policy:
     """The policy asked for, checked against the set's criteria: an unknown criterion or an
-    arming that could never fire is a QitaError (400) with the reason."""
+    arming that could never fire is a BoardError (400) with the reason."""
     if args.rule not in RULES:
-        raise QitaError(f"rule must be one of {', '.join(RULES)}, not {args.rule[:40]!r}")
+        raise BoardError(f"rule must be one of {', '.join(RULES)}, not {args.rule[:40]!r}")
     for name, least in (("min_steps", 0), ("max_steps", 1), ("max_tokens", 1), ("max_seconds", 0)):
         value = getattr(args, name)
         if value is not None and (value < least or (name == "max_seconds" and value == 0)):
-            raise QitaError(f"{name} must be {'at least ' + str(least) if least else 'more than 0'}, not {value:g}")
+            raise BoardError(f"{name} must be {'at least ' + str(least) if least else 'more than 0'}, not {value:g}")
     if not args.given:
         declared = any(c["declared"] for c in catalogue)
         return Policy(declared=declared)
@@ -132,22 +134,22 @@ def make_policy(args: PolicyArgs, catalogue: list[dict[str, Any]]) -> Policy:
         cid, when = parse_arm(item)
         entry = by_id.get(cid)
         if entry is None:
-            raise QitaError(f"no criterion {cid[:200]!r} in these runs: arm one of the criteria the lab lists")
+            raise BoardError(f"no criterion {cid[:200]!r} in these runs: arm one of the criteria the lab lists")
         refusal = capability(entry).arming_refusal(when)
         if refusal:
-            raise QitaError(refusal)
+            raise BoardError(refusal)
         arm[cid] = when
     declared = args.declared and not arm
     without = tuple(dict.fromkeys(w for w in args.without if w)) if declared else ()
     unknown = [w for w in without if w not in by_id]
     if unknown:
-        raise QitaError(f"no criterion {unknown[0][:200]!r} in these runs to leave out")
+        raise BoardError(f"no criterion {unknown[0][:200]!r} in these runs to leave out")
     return Policy(arm=tuple(arm.items()), declared=declared, without=without, rule=args.rule,
                   min_steps=args.min_steps or None, max_steps=args.max_steps, max_tokens=args.max_tokens,
                   max_seconds=args.max_seconds)
 
 
-def index_scope(filters: queries.RunFilters, where: list[Any]) -> list[Any]:
+def index_scope(filters: RunFilters, where: list[Any]) -> list[Any]:
     """The runs a set needs indexed: its own, and for a variant of an experiment the whole
     experiment (its recorded early-stop runs are what the simulation is checked against)."""
     if filters.experiment:
@@ -156,17 +158,17 @@ def index_scope(filters: queries.RunFilters, where: list[Any]) -> list[Any]:
 
 
 def _cached(session: Session, key: tuple, compute: Any) -> Any:
-    return queries.data_cached(session, key=("lab", *key, lab_version(session)), compute=compute)
+    return data_cached(session, key=("lab", *key, lab_version(session)), compute=compute)
 
 
-def lab(session: Session, *, filters: queries.RunFilters, args: PolicyArgs, sort: str = "task", only: str = "",
+def lab(session: Session, *, filters: RunFilters, args: PolicyArgs, sort: str = "task", only: str = "",
         offset: int = 0, limit: Optional[int] = None, with_frontier: bool = True, measure: str = "tokens",
         with_calibration: bool = True, indexer: Any = None) -> dict[str, Any]:
     """Everything the lab shows for one set and one policy (docs/lab.md)."""
-    queries.data_version(session), lab_version(session)  # before any of the data they key (see lab_version)
+    data_version(session), lab_version(session)  # before any of the data they key (see lab_version)
     filters, defaulted = default_filters(session, filters)
     key = set_key(filters)
-    where = queries.run_conditions(session, filters=filters)
+    where = run_conditions(session, filters=filters)
     scope = index_scope(filters, where)
     pending = pending_count(session, where=scope)
     if pending and indexer is not None:
@@ -199,16 +201,16 @@ def lab(session: Session, *, filters: queries.RunFilters, args: PolicyArgs, sort
     return data
 
 
-def frontier_of(session: Session, *, filters: queries.RunFilters, measure: str = "tokens",
+def frontier_of(session: Session, *, filters: RunFilters, measure: str = "tokens",
                 runs: Optional[list] = None, catalogue: Optional[list] = None) -> dict[str, Any]:
     """The policy frontier of a set (cached)."""
     if measure not in frontier.MEASURES:
-        raise QitaError(f"measure must be one of {', '.join(frontier.MEASURES)}, not {measure[:40]!r}")
-    queries.data_version(session), lab_version(session)
+        raise BoardError(f"measure must be one of {', '.join(frontier.MEASURES)}, not {measure[:40]!r}")
+    data_version(session), lab_version(session)
     filters, _ = default_filters(session, filters)
     key = set_key(filters)
     if runs is None or catalogue is None:
-        where = queries.run_conditions(session, filters=filters)
+        where = run_conditions(session, filters=filters)
         catalogue = _cached(session, ("catalogue", key), lambda: lq.criteria_catalogue(session, where=where))
         runs = _cached(session, ("runs", key), lambda: lq.load_runs(session, where=where))
     return _cached(session, ("frontier", key, measure), lambda: frontier.frontier(runs, catalogue, measure=measure))
@@ -222,7 +224,7 @@ def calibration_of(session: Session) -> dict[str, Any]:
     return _cached(session, ("calibration",), compute)
 
 
-def _validation(session: Session, filters: queries.RunFilters, runs: list, key: tuple) -> Optional[dict[str, Any]]:
+def _validation(session: Session, filters: RunFilters, runs: list, key: tuple) -> Optional[dict[str, Any]]:
     """Smoke's own policy over this set, against the recorded smoke runs: only for a variant
     of an experiment that also has a variant run with early stop on."""
     if not (filters.experiment and filters.variant):

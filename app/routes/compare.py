@@ -8,13 +8,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
-from .. import compare, compare_export, compare_flags, compare_queries, queries
-from ..deps import SessionDep
-from ..errors import QitaError
-from ..notfound import missing_groups, missing_run
+from .. import compare, compare_export, compare_flags
+from ..deps import SessionDep, run_row
+from ..errors import BoardError
+from ..queries import comparison, run_detail
 from ..render import respond
+from ..run_view import run_header
 from ..secrets import Masker
-from .runs import load_run
 
 router = APIRouter(tags=["compare"])
 
@@ -29,8 +29,8 @@ def _check_group_by(group: Optional[str]) -> Optional[str]:
         return None
     if group in compare.GROUP_BY or (group.startswith("meta:") and len(group) > 5):
         return group
-    raise QitaError(f"group must be one of {', '.join(compare.GROUP_BY)} or meta:KEY (a metadata key), "
-                    f"not {group[:60]!r}")
+    raise BoardError(f"group must be one of {', '.join(compare.GROUP_BY)} or meta:KEY (a metadata key), "
+                     f"not {group[:60]!r}")
 
 
 @router.get("/compare", include_in_schema=False)
@@ -48,13 +48,13 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
                      description="json (the default under /api), md (Markdown for a pull request) or csv (the pairs)")] = None) -> Any:
     """Summary figures with their intervals, headline, flags, groups and per-task pairs of group a against group b."""
     group = _check_group_by(group)
-    groups = compare_queries.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=a_experiment,
+    groups = comparison.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=a_experiment,
                             b_experiment=b_experiment, a_tag=a_tag, b_tag=b_tag)
-    context: dict[str, Any] = {"choices": compare_queries.choices(session), "sort": sort, "only": only or "",
-                               "variants": compare_queries.variants_by_experiment(session)}
+    context: dict[str, Any] = {"choices": comparison.choices(session), "sort": sort, "only": only or "",
+                               "variants": comparison.variants_by_experiment(session)}
     if groups is None:
         if format in ("md", "csv"):
-            raise QitaError("nothing to compare: no experiment has two variants; choose two groups", status=404)
+            raise BoardError("nothing to compare: no experiment has two variants; choose two groups", status=404)
         data: dict[str, Any] = {"groups": None, "summary": None, "pairs": [], "headline": None}
         return respond(request, "compare.html", data, context=context)
     ga, gb = groups
@@ -62,14 +62,14 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
     if warmer is not None:
         warmer.asked(ga, gb, group)
     page = not request.url.path.startswith("/api/") and format not in ("json", "md", "csv")
-    data = compare_queries.comparison(session, ga, gb, group=group, sort=sort, only=only or "", offset=offset,
+    data = comparison.comparison(session, ga, gb, group=group, sort=sort, only=only or "", offset=offset,
                                       limit=limit or (PAGE_PAIRS if page else None))
     params = ({"experiment": ga.experiment, "a": ga.value, "b": gb.value} if ga.kind == "variant" else
               {f"a_{ga.kind}": ga.value, f"b_{gb.kind}": gb.value})
     if format in ("md", "csv"):
         return _export(request, data, ga, gb, format, params)
     context.update(ga=ga, gb=gb, bars=compare.bars(data["summary"]), params=params, group=group, limit=limit or PAGE_PAIRS,
-                   meta_keys=compare_queries.metadata_keys(session, group=ga),
+                   meta_keys=comparison.metadata_keys(session, group=ga),
                    export_query=urlencode({k: v for k, v in {**params, "group": group}.items() if v}))
     return respond(request, "compare.html", data, fragment="_compare_table.html", context=context)
 
@@ -91,12 +91,12 @@ def _export(request: Request, data: dict[str, Any], ga: compare.Group, gb: compa
 
 
 def _side(session, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], int]:
-    data = load_run(session, run_id)
+    data = run_header(session, row=run_row(session, run_id))
     pk = data.pop("_pk")
     data.pop("_updated_at")
     data.pop("lane", None)
     data.pop("run_events", None)
-    steps, total = queries.get_steps(session, run_pk=pk, offset=0, limit=PAIR_STEPS)
+    steps, total = run_detail.get_steps(session, run_pk=pk, offset=0, limit=PAIR_STEPS)
     return data, steps, [compare.compact_step(s) for s in steps], total
 
 
@@ -132,12 +132,9 @@ def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min
               b: Annotated[Optional[str], Query(max_length=200)] = None) -> Any:
     """Run a against run b (b defaults to a's twin in another variant of the same experiment)."""
     if not b:
-        row = queries.get_run_row(session, run_id=a)
-        if row is None:
-            raise missing_run(session, a)
-        b = compare_queries.find_partner(session, run=row)
+        b = comparison.find_partner(session, run=run_row(session, a))
         if b is None:
-            raise QitaError("this run has no twin in another variant of its experiment: give b=RUN_ID", status=404)
+            raise BoardError("this run has no twin in another variant of its experiment: give b=RUN_ID", status=404)
     side_a, full_a, steps_a, total_a = _side(session, a)
     side_b, _full_b, steps_b, total_b = _side(session, b)
     early = side_a.get("early_stop")

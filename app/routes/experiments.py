@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse
 
-from .. import overview_queries
+from ..queries.experiments import experiments_overview
 from ..deps import SessionDep
 from ..render import respond
 from .runs import LIST_PARAMS
@@ -22,4 +22,4 @@ def experiments(request: Request, session: SessionDep) -> Any:
     if request.url.path == "/" and any(k in LIST_PARAMS for k in request.query_params):
         # The runs list lived at / before the overview did: its shared links keep working.
         return RedirectResponse("/runs?" + request.url.query, status_code=307)
-    return respond(request, "experiments.html", overview_queries.experiments_overview(session))
+    return respond(request, "experiments.html", experiments_overview(session))

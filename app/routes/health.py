@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ..errors import QitaError
+from ..errors import BoardError
 from ..render import respond
 from .upload import job_data
 
@@ -25,7 +25,7 @@ def job_status(request: Request, job_id: int) -> Any:
     """A queued, running or finished write job; the page polls until it is done."""
     job = request.app.state.writer.get(job_id)
     if job is None:
-        raise QitaError("no such job (finished jobs are kept for a while only)", status=404)
+        raise BoardError("no such job (finished jobs are kept for a while only)", status=404)
     return respond(request, "job.html", job_data(request, job), fragment="_job.html")
 
 
@@ -34,5 +34,5 @@ def job_status(request: Request, job_id: int) -> Any:
 def job_cancel(request: Request, job_id: int) -> Any:
     job = request.app.state.writer.cancel(job_id)
     if job is None:
-        raise QitaError("no such job (finished jobs are kept for a while only)", status=404)
+        raise BoardError("no such job (finished jobs are kept for a while only)", status=404)
     return respond(request, "job.html", job_data(request, job), fragment="_job.html")

@@ -8,10 +8,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from .. import queries
 from ..deps import SessionDep
-from ..errors import QitaError
+from ..errors import BoardError
 from ..lab import export, view
+from ..queries.run_list import RunFilters
 from ..render import respond
 from ..secrets import Masker
 
@@ -25,14 +25,14 @@ Measure = Literal["tokens", "steps", "agent_s", "cost_usd", "elapsed_s", "tool_c
 
 def set_filters(q: Annotated[Optional[str], Query(max_length=500)] = None, experiment: Text = None,
                 variant: Text = None, stop_reason: Text = None, model: Text = None, tag: Text = None,
-                task_id: Text = None) -> queries.RunFilters:
+                task_id: Text = None) -> RunFilters:
     """The set of runs to simulate over, as the runs list filters it (finished full runs only)."""
-    return queries.RunFilters(q=q or None, experiment=experiment or None, variant=variant or None,
+    return RunFilters(q=q or None, experiment=experiment or None, variant=variant or None,
                               stop_reason=stop_reason or None, model=model or None, tag=tag or None,
                               task_id=task_id or None)
 
 
-SetDep = Annotated[queries.RunFilters, Depends(set_filters)]
+SetDep = Annotated[RunFilters, Depends(set_filters)]
 
 
 def policy_args(arm: Annotated[list[str], Query(max_length=600, description=(
@@ -46,7 +46,7 @@ def policy_args(arm: Annotated[list[str], Query(max_length=600, description=(
                     "set by the form: an empty arming then means nothing armed"))] = None) -> view.PolicyArgs:
     """The policy as the request gives it."""
     if len(arm) > 100 or len(without) > 100:
-        raise QitaError("arm (or leave out) at most 100 criteria")
+        raise BoardError("arm (or leave out) at most 100 criteria")
     return view.PolicyArgs(arm=arm, declared=declared, without=without, rule=rule,
                            min_steps=_number("min_steps", min_steps, whole=True),
                            max_steps=_number("max_steps", max_steps, whole=True),
@@ -61,12 +61,12 @@ def _number(name: str, value: Optional[str], *, whole: bool = False) -> Any:
     try:
         number = float(value)
     except ValueError:
-        raise QitaError(f"{name} must be a number, not {value[:40]!r}") from None
+        raise BoardError(f"{name} must be a number, not {value[:40]!r}") from None
     if number != number or number in (float("inf"), float("-inf")) or not 0 <= number <= 1e15:
-        raise QitaError(f"{name} must be a number from 0 to 1e15, not {value[:40]!r}")
+        raise BoardError(f"{name} must be a number from 0 to 1e15, not {value[:40]!r}")
     if whole:
         if not number.is_integer():
-            raise QitaError(f"{name} must be a whole number of steps, not {value[:40]!r}")
+            raise BoardError(f"{name} must be a whole number of steps, not {value[:40]!r}")
         return int(number)
     return number
 

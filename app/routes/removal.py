@@ -14,8 +14,8 @@ from fastapi import APIRouter, Form, Path, Query, Request
 from sqlalchemy.engine import Connection
 
 from .. import removal
-from ..deps import SessionDep
-from ..errors import QitaError
+from ..deps import RunDep, SessionDep
+from ..errors import BoardError
 from ..notfound import missing_run
 from ..render import JSONResponse, respond
 from ..security import request_authorised
@@ -37,13 +37,13 @@ def _plan_upload(upload_id: int) -> Callable[[Connection], Optional[dict[str, An
     return lambda conn: removal.plan_upload(conn, upload_id=upload_id)
 
 
-def _no_upload(upload_id: int) -> QitaError:
-    return QitaError(f"no upload #{upload_id} (it was removed, or it added no run)", status=404,
-                     details={"asked": {"upload_id": upload_id}, "uploads_url": "/uploads"})
+def _no_upload(upload_id: int) -> BoardError:
+    return BoardError(f"no upload #{upload_id} (it was removed, or it added no run)", status=404,
+                      details={"asked": {"upload_id": upload_id}, "uploads_url": "/uploads"})
 
 
 def _carry_out(request: Request, label: str, plan: Callable[[Connection], Optional[dict[str, Any]]],
-               missing: Callable[[], QitaError], *, upload_id: Optional[int] = None) -> dict[str, Any]:
+               missing: Callable[[], BoardError], *, upload_id: Optional[int] = None) -> dict[str, Any]:
     """Plan again and delete in one transaction on the writer thread; the removed run ids are
     forgotten by the ingest's key cache so a later ingest creates them afresh."""
     def job(_job, ingestor) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def _carry_out(request: Request, label: str, plan: Callable[[Connection], Option
 
     done = request.app.state.writer.run(label, job, timeout=DELETE_WAIT_S)
     if done.state != "done":
-        raise QitaError(done.error or "the delete did not finish: try again", status=503)
+        raise BoardError(done.error or "the delete did not finish: try again", status=503)
     if done.result.get("missing"):
         raise missing()
     return done.result
@@ -73,11 +73,11 @@ def _context(request: Request) -> dict[str, Any]:
 
 @router.get("/runs/{run_id:runid}/delete", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/delete", summary="What deleting a run would remove (nothing is removed)")
-def confirm_run_delete(request: Request, session: SessionDep, run_id: str) -> Any:
+def confirm_run_delete(request: Request, session: SessionDep, _run: RunDep, run_id: str) -> Any:
     """The confirmation step: the run, the rows of each table that go with it, and nothing else."""
     conn = session.connection()
     plan = _plan_run(run_id)(conn)
-    if plan is None:
+    if plan is None:  # removed since the lookup
         raise missing_run(session, run_id)
     data = {**removal.public(plan), "kind": "run", "target": run_id}
     return respond(request, "delete.html", data, context=_context(request))
@@ -88,20 +88,20 @@ def run_delete_form(request: Request, session: SessionDep, run_id: str,
                     confirm: Annotated[str, Form(max_length=1000)] = "") -> Any:
     """The confirmation form's post: deletes when `confirm` repeats the run id."""
     if confirm != run_id:
-        raise QitaError("to delete, confirm on the run's delete page (the form repeats the run id)",
-                        details={"confirm_url": request.url.path})
+        raise BoardError("to delete, confirm on the run's delete page (the form repeats the run id)",
+                         details={"confirm_url": request.url.path})
     result = _carry_out(request, f"delete run {run_id}"[:200], _plan_run(run_id), lambda: missing_run(session, run_id))
     return respond(request, "delete.html", {**result, "kind": "run", "target": run_id}, context=_context(request))
 
 
 @router.delete("/api/runs/{run_id:runid}", summary="Delete a run and every row of it (token required when set)")
-def run_delete_api(request: Request, session: SessionDep, run_id: str,
+def run_delete_api(request: Request, session: SessionDep, _run: RunDep, run_id: str,
                    dry_run: Annotated[bool, Query(description="Only say what would be removed")] = False) -> Any:
     """Removes the run's steps, critic outputs, events, criteria, early-stop record and tags, then the run."""
     if dry_run:
         conn = session.connection()
         plan = _plan_run(run_id)(conn)
-        if plan is None:
+        if plan is None:  # removed since the lookup
             raise missing_run(session, run_id)
         return JSONResponse({**removal.public(plan), "kind": "run", "target": run_id})
     result = _carry_out(request, f"delete run {run_id}"[:200], _plan_run(run_id), lambda: missing_run(session, run_id))
@@ -148,8 +148,8 @@ def upload_delete_form(request: Request, upload_id: UploadId,
                        confirm: Annotated[str, Form(max_length=100)] = "") -> Any:
     """The confirmation form's post: deletes when `confirm` repeats the upload number."""
     if confirm != str(upload_id):
-        raise QitaError("to delete, confirm on the upload's delete page (the form repeats its number)",
-                        details={"confirm_url": request.url.path})
+        raise BoardError("to delete, confirm on the upload's delete page (the form repeats its number)",
+                         details={"confirm_url": request.url.path})
     result = _carry_out(request, f"delete upload #{upload_id}", _plan_upload(upload_id), lambda: _no_upload(upload_id),
                         upload_id=upload_id)
     return respond(request, "delete.html", {**result, "kind": "upload", "target": upload_id}, context=_context(request))

@@ -8,18 +8,17 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
-from .. import export, failures, fields, queries, removal, walk
-from ..deps import SessionDep, SettingsDep
-from ..errors import QitaError
-from ..notfound import missing_run
-from ..models import RunPublic
-from ..present import budget_gauges, token_parts
+from .. import export, fields, walk
+from ..deps import RunDep, RunRowDep, SessionDep, SettingsDep
+from ..errors import BoardError
+from ..queries import live, run_detail, run_list
+from ..queries.pointers import MAX_POINTER_CHARS, parse_pointer
 from ..render import JSONResponse, respond, wants_json
+from ..run_view import public, run_header
 from ..urls import encode_run_id
 
 router = APIRouter(tags=["runs"])
 
-PUBLIC_FIELDS = set(RunPublic.model_fields)
 STATES = ("running", "abandoned", "finished")
 VERDICTS = ("pass", "fail", "error", "not_graded", "none")
 
@@ -31,7 +30,7 @@ def _bool(value: Optional[str]) -> Optional[bool]:
         return True
     if value.lower() in ("false", "0", "no", "off"):
         return False
-    raise QitaError(f"early_stopped must be true or false, not {value[:40]!r}")
+    raise BoardError(f"early_stopped must be true or false, not {value[:40]!r}")
 
 
 def run_filters(
@@ -49,89 +48,47 @@ def run_filters(
     order: Literal["asc", "desc"] = "desc",
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-) -> queries.RunFilters:
+) -> run_list.RunFilters:
     """The list's query parameters as one object (an empty value means "any", as the form sends it)."""
     if state and state not in STATES:
-        raise QitaError(f"state must be one of {', '.join(STATES)}")
+        raise BoardError(f"state must be one of {', '.join(STATES)}")
     if verdict and verdict not in VERDICTS:
-        raise QitaError(f"verdict must be one of {', '.join(VERDICTS)}")
-    return queries.RunFilters(q=q or None, experiment=experiment or None, variant=variant or None, state=state,
+        raise BoardError(f"verdict must be one of {', '.join(VERDICTS)}")
+    return run_list.RunFilters(q=q or None, experiment=experiment or None, variant=variant or None, state=state,
                               stop_reason=stop_reason or None, verdict=verdict, early_stopped=_bool(early_stopped),
                               model=model or None, tag=tag or None, task_id=task_id or None, sort=sort, order=order,
                               offset=offset, limit=limit)
 
 
-FiltersDep = Annotated[queries.RunFilters, Depends(run_filters)]
+FiltersDep = Annotated[run_list.RunFilters, Depends(run_filters)]
 #: The runs list's query parameters (a link to / carrying one of them means the list).
 LIST_PARAMS = frozenset({"q", "experiment", "variant", "state", "stop_reason", "verdict", "early_stopped", "model", "tag",
                          "task_id", "sort", "order", "offset", "limit"})
-
-#: Run-level events (and events of steps with no step record) a run page lists at most.
-RUN_EVENTS_SHOWN = 500
-
-
-def _public(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k in PUBLIC_FIELDS or k in ("tags",)}
 
 
 @router.get("/runs", include_in_schema=False)
 @router.get("/api/runs", summary="List runs")
 def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any:
     """Runs matching the search and filters, one page, with figures for the whole filtered set."""
-    rows, count = queries.list_runs(session, filters=filters)
+    rows, count = run_list.list_runs(session, filters=filters)
     data = {
-        "data": [_public(r) for r in rows],
+        "data": [public(r) for r in rows],
         "count": count,
         "offset": filters.offset,
         "limit": filters.limit,
         "filters": filters.as_params(),
-        "stats": queries.run_stats(session, filters=filters),
+        "stats": run_list.run_stats(session, filters=filters),
         "version": request.app.state.writer.version,
     }
     page = not request.url.path.startswith("/api/")
-    context = {"filters": filters, "facets": queries.facet_values(session) if page else {},
-               "live_stamp": queries.runs_live_stamp(session) if page else ""}
+    context = {"filters": filters, "facets": run_list.facet_values(session) if page else {},
+               "live_stamp": live.runs_live_stamp(session) if page else ""}
     response = respond(request, "runs.html", data, fragment="_runs_results.html", context=context)
     if request.headers.get("hx-trigger") == "filters":
         # The form sends every field, empty ones too: keep the shared URL to what is set.
         query = urlencode(filters.as_params())
         response.headers["HX-Push-Url"] = "/runs" + ("?" + query if query else "")
     return response
-
-
-def load_run(session, run_id: str) -> dict[str, Any]:
-    """Everything the run view shows above its steps."""
-    row = queries.get_run_row(session, run_id=run_id)
-    if row is None:
-        raise missing_run(session, run_id)
-    early = queries.get_early_stop(session, run_pk=row["id"])
-    criteria = queries.get_criteria(session, run_pk=row["id"], early_stop_enabled=row["early_stop_enabled"],
-                                    early_stopped=early is not None,
-                                    armed_ids=early.get("armed_criteria") if early else None)
-    run = _public(row)
-    failing = failures.failing_criteria(criteria) if row["verdict"] in failures.FAILING else []
-    run["start_record"] = row["start_record"]
-    run["end_record"] = row["end_record"]
-    gauges = budget_gauges(run)
-    return {
-        "run": run,
-        "criteria": criteria,
-        "failing_criteria": failing,
-        "upload": removal.upload_of(session.connection(), run_pk=row["id"]),
-        "early_stop": early,
-        "tokens": token_parts(run),
-        "budget": {g["name"]: g["gauge"] for g in gauges},
-        "budget_gauges": gauges,
-        "lane": queries.run_cached(session, run_pk=row["id"], updated_at=row["updated_at"], name="lane",
-                                   compute=lambda: queries.get_lane(session, run_pk=row["id"])),
-        "run_events": queries.get_run_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN),
-        "run_events_count": queries.count_run_events(session, run_pk=row["id"]),
-        "stepless_events": queries.run_cached(
-            session, run_pk=row["id"], updated_at=row["updated_at"], name="stepless",
-            compute=lambda: queries.get_stepless_events(session, run_pk=row["id"], limit=RUN_EVENTS_SHOWN)),
-        "_pk": row["id"],
-        "_updated_at": row["updated_at"],
-    }
 
 
 OnlyDep = Annotated[Optional[list[str]], Query(description="only steps where: critic (a critic said retry or stop), "
@@ -143,22 +100,22 @@ def _kinds(only: Optional[list[str]]) -> list[str]:
     values = [v for raw in (only or []) for v in raw.split(",") if v]
     unknown = [v for v in values if v not in walk.KINDS]
     if unknown:
-        raise QitaError(f"only must be among {', '.join(walk.KINDS)}, not {unknown[0][:40]!r}",
-                        details={"valid": list(walk.KINDS)})
+        raise BoardError(f"only must be among {', '.join(walk.KINDS)}, not {unknown[0][:40]!r}",
+                         details={"valid": list(walk.KINDS)})
     return walk.clean_kinds(values)
 
 
 @router.get("/runs/{run_id:runid}", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}", summary="One run with its criteria and early-stop record")
-def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
+def get_run(request: Request, session: SessionDep, settings: SettingsDep, row: RunRowDep,
             from_step: Annotated[Optional[int], Query(alias="from", ge=0, le=100_000_000)] = None,
             only: OnlyDep = None) -> Any:
     """One run: header, criteria, early-stop record, verdict lane (steps come from /steps)."""
     kinds = _kinds(only)
-    data = load_run(session, run_id)
+    data = run_header(session, row=row)
     pk = data.pop("_pk")
     updated = data.pop("_updated_at")
-    data["live"] = {"stamp": queries.run_live_stamp(session, run_id=run_id)["stamp"], "poll_s": settings.live_poll_s}
+    data["live"] = {"stamp": live.run_stamp(row), "poll_s": settings.live_poll_s}
     flagged = walk.flagged_steps(session, run_pk=pk, updated_at=updated)
     data["walk"] = {"only": kinds, **{k: flagged[k] for k in walk.KINDS}}
     first = min(settings.first_page_steps, settings.page_steps)
@@ -189,38 +146,33 @@ def get_run(request: Request, session: SessionDep, settings: SettingsDep, run_id
 
 @router.get("/runs/{run_id:runid}/steps", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/steps", summary="A block of a run's steps with their critic outputs")
-def get_steps(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
+def get_steps(request: Request, session: SessionDep, settings: SettingsDep, row: RunRowDep,
               offset: Annotated[int, Query(ge=0, le=100_000_000)] = 0,
               limit: Annotated[Optional[int], Query(ge=1, le=200)] = None, only: OnlyDep = None) -> Any:
     """Steps `offset` to `offset + limit` of the run (or of the steps `only` picks), each with every critic output and its events."""
     kinds = _kinds(only)
-    row = queries.get_run_row(session, run_id=run_id)
-    if row is None:
-        raise missing_run(session, run_id)
     limit = limit or settings.page_steps
     steps, total = walk.step_block(session, run_pk=row["id"], updated_at=row["updated_at"], kinds=kinds,
                                    offset=offset, limit=limit)
     if offset and offset >= total:
         what = "steps of the chosen kinds" if kinds else "steps"
-        raise QitaError(f"offset {offset} is past the end: the run has {total} {what} (offsets 0 to {max(0, total - 1)})",
-                        status=404, details={"count": total, "only": kinds})
+        raise BoardError(f"offset {offset} is past the end: the run has {total} {what} (offsets 0 to {max(0, total - 1)})",
+                         status=404, details={"count": total, "only": kinds})
     data = {"data": steps, "count": total, "offset": offset, "limit": limit, "only": kinds}
-    context = {"run": _public(row), "steps": steps, "steps_total": total, "offset": offset, "limit": limit,
+    context = {"run": public(row), "steps": steps, "steps_total": total, "offset": offset, "limit": limit,
                "kinds": kinds, "opened": None}
     return respond(request, "steps.html", data, fragment="_steps.html", context=context)
 
 
 @router.get("/runs/{run_id:runid}/calls/{call}", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/calls/{call}", summary="The step that made a tool call (1-based across the run)")
-def get_call(request: Request, session: SessionDep, run_id: str, call: Annotated[int, Path(ge=1, le=100_000_000)]) -> Any:
+def get_call(request: Request, session: SessionDep, row: RunDep, run_id: str,
+             call: Annotated[int, Path(ge=1, le=100_000_000)]) -> Any:
     """Where criterion evidence such as `tool_call_indexes: [3]` points: the page opens at that step."""
-    row = queries.run_live_stamp(session, run_id=run_id)
-    if row is None:
-        raise missing_run(session, run_id)
     step, seen = walk.step_of_call(session, run_pk=row["pk"], call=call)
     if step is None:
-        raise QitaError(f"tool call #{call} is not in run {run_id!r}: its steps record {seen} tool call"
-                        f"{'' if seen == 1 else 's'}", status=404, details={"calls": seen})
+        raise BoardError(f"tool call #{call} is not in run {run_id!r}: its steps record {seen} tool call"
+                         f"{'' if seen == 1 else 's'}", status=404, details={"calls": seen})
     if wants_json(request):
         return JSONResponse({"run_id": run_id, "call": call, "step": step})
     return RedirectResponse(f"/runs/{encode_run_id(run_id)}?from={step}#step-{step}", status_code=303)
@@ -228,46 +180,43 @@ def get_call(request: Request, session: SessionDep, run_id: str, call: Annotated
 
 @router.get("/runs/{run_id:runid}/steps/{step}/field", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/steps/{step}/field", summary="One full value inside a step's stored record")
-def get_field(request: Request, session: SessionDep, run_id: str, step: Annotated[int, Path(ge=0, le=100_000_000)],
-              path: Annotated[str, Query(max_length=queries.MAX_POINTER_CHARS,
+def get_field(request: Request, session: SessionDep, row: RunDep, run_id: str, step: Annotated[int, Path(ge=0, le=100_000_000)],
+              path: Annotated[str, Query(max_length=MAX_POINTER_CHARS,
                                          description="JSON pointer into the stored record, e.g. /observation")] = "",
               event: Annotated[Optional[int], Query(ge=0, le=1_000_000, description="the step's n-th event instead")] = None) -> Any:
     """The whole value a page showed cut (loaded when the reader asks for it)."""
-    return _field(request, session, run_id, step=step, path=path, event=event, missing="no such value in this step",
-                  lookup=lambda pk: queries.get_step_field(session, run_pk=pk, step=step, pointer=path, event=event))
+    return _field(request, session, row, step=step, path=path, event=event, missing="no such value in this step",
+                  lookup=lambda pk: run_detail.get_step_field(session, run_pk=pk, step=step, pointer=path, event=event))
 
 
 @router.get("/runs/{run_id:runid}/field", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/field", summary="One full value of the run outside its steps")
-def get_run_field(request: Request, session: SessionDep, run_id: str,
-                  path: Annotated[str, Query(max_length=queries.MAX_POINTER_CHARS,
+def get_run_field(request: Request, session: SessionDep, row: RunDep,
+                  path: Annotated[str, Query(max_length=MAX_POINTER_CHARS,
                                              description="JSON pointer: /run/meta/..., /criteria/<id>/details, /run_events/<n>/...")] = "") -> Any:
     """The whole run-level value a page showed cut (criterion details, metadata, run events)."""
-    return _field(request, session, run_id, step=None, path=path, event=None, missing="no such value in this run",
-                  lookup=lambda pk: queries.get_run_field(session, run_pk=pk, pointer=path))
+    return _field(request, session, row, step=None, path=path, event=None, missing="no such value in this run",
+                  lookup=lambda pk: run_detail.get_run_field(session, run_pk=pk, pointer=path))
 
 
-def _field(request: Request, session, run_id: str, *, step: Optional[int], path: str, event: Optional[int],
+def _field(request: Request, session, row: dict[str, Any], *, step: Optional[int], path: str, event: Optional[int],
            missing: str, lookup) -> Any:
     """One stored value by JSON pointer, as a fragment or JSON; a bad pointer is a 400, a missing value a 404.
 
     The value is masked by the keys it was stored under (the pointer's tokens): a password fetched
     on its own is still a password.
     """
-    row = queries.run_live_stamp(session, run_id=run_id)
-    if row is None:
-        raise missing_run(session, run_id)
     gate = fields.gate_for(session, run_pk=row["pk"], step=step, event=event)
     gate.acquire()
     try:
         try:
-            key_path = queries.parse_pointer(path)
+            key_path = parse_pointer(path)
             value = lookup(row["pk"])
         except ValueError as exc:
-            raise QitaError(f"bad path: {exc}", status=400) from None
+            raise BoardError(f"bad path: {exc}", status=400) from None
         except KeyError:
-            raise QitaError(missing, status=404) from None
-        data = {"run_id": run_id, "step": step, "path": path, "event": event, "value": value}
+            raise BoardError(missing, status=404) from None
+        data = {"run_id": row["run_id"], "step": step, "path": path, "event": event, "value": value}
         if not fields.is_long(value):
             return respond(request, "field.html", data, fragment="_field.html", value_path=("value", key_path))
         response = fields.respond_long(request, data, key_path, release=gate.release)
@@ -279,24 +228,24 @@ def _field(request: Request, session, run_id: str, *, step: Optional[int], path:
 
 @router.get("/runs/{run_id:runid}/live", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/live", summary="Whether a run changed since `stamp`, and its new steps")
-def run_live(request: Request, session: SessionDep, settings: SettingsDep, run_id: str,
+def run_live(request: Request, session: SessionDep, settings: SettingsDep, found: RunDep,
              stamp: Annotated[str, Query(max_length=200)] = "",
              after: Annotated[Optional[int], Query(ge=-1, le=100_000_000, description="last step the page shows")] = None,
              only: OnlyDep = None) -> Any:
     """Polled by an open run page: 204 while nothing changed, else the new header and steps."""
-    live = queries.run_live_stamp(session, run_id=run_id)
-    if live is None:
-        raise missing_run(session, run_id)
-    if live["stamp"] == stamp:
+    if found["stamp"] == stamp:
         return Response(status_code=204)
     kinds = _kinds(only)
-    data = load_run(session, run_id)
+    row = run_detail.get_run_row(session, run_id=found["run_id"])
+    if row is None:  # removed since the lookup: nothing new to show
+        return Response(status_code=204)
+    data = run_header(session, row=row)
     pk = data.pop("_pk")
     updated = data.pop("_updated_at")
-    data["live"] = {"stamp": live["stamp"], "poll_s": settings.live_poll_s}
+    data["live"] = {"stamp": found["stamp"], "poll_s": settings.live_poll_s}
     flagged = walk.flagged_steps(session, run_pk=pk, updated_at=updated)
     data["walk"] = {"only": kinds, **{k: flagged[k] for k in walk.KINDS}}
-    steps, total, offset = [], live["steps"], 0
+    steps, total, offset = [], found["steps"], 0
     if after is not None:
         where = {"run_pk": pk, "updated_at": updated, "kinds": kinds}
         offset = walk.position_of(session, **where, step=after + 1)
@@ -312,7 +261,7 @@ def run_live(request: Request, session: SessionDep, settings: SettingsDep, run_i
 def runs_live(request: Request, session: SessionDep, settings: SettingsDep,
               stamp: Annotated[str, Query(max_length=200)] = "") -> Any:
     """Polled by the runs list: 204 while nothing changed, else a new stamp and an event that refreshes the table."""
-    current = queries.runs_live_stamp(session)
+    current = live.runs_live_stamp(session)
     if current == stamp:
         return Response(status_code=204)
     response = respond(request, "runs_live.html", {"stamp": current, "poll_s": settings.live_poll_s},
@@ -322,10 +271,8 @@ def runs_live(request: Request, session: SessionDep, settings: SettingsDep,
 
 
 @router.get("/runs/{run_id:runid}/export.html", summary="The run as one standalone HTML file")
-def export_html(request: Request, session: SessionDep, settings: SettingsDep, run_id: str) -> Any:
+def export_html(request: Request, settings: SettingsDep, _run: RunDep, run_id: str) -> Any:
     """Opens from disk with no server and no network request."""
-    if queries.run_live_stamp(session, run_id=run_id) is None:
-        raise missing_run(session, run_id)
     body = export.render_export_html(request.app.state.engine, run_id, templates=request.app.state.templates,
                                      settings=settings, reveal=export.reveal_for(request))
     return StreamingResponse(body, media_type="text/html; charset=utf-8",
@@ -333,10 +280,8 @@ def export_html(request: Request, session: SessionDep, settings: SettingsDep, ru
 
 
 @router.get("/runs/{run_id:runid}/export.jsonl", summary="The run's records in the v1 format")
-def export_jsonl(request: Request, session: SessionDep, run_id: str) -> Any:
+def export_jsonl(request: Request, _run: RunDep, run_id: str) -> Any:
     """One record per line: run_start, steps with their events, criteria, early_stop, run_end."""
-    if queries.run_live_stamp(session, run_id=run_id) is None:
-        raise missing_run(session, run_id)
     return StreamingResponse(export.export_jsonl(request.app.state.engine, run_id, reveal=export.reveal_for(request)),
                              media_type="application/x-ndjson",
                              headers={"Content-Disposition": export.disposition(run_id, "jsonl")})
@@ -344,12 +289,9 @@ def export_jsonl(request: Request, session: SessionDep, run_id: str) -> Any:
 
 @router.get("/runs/{run_id:runid}/steps/{step}/events", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/steps/{step}/events", summary="One step's events, in order")
-def get_step_events(request: Request, session: SessionDep, run_id: str,
+def get_step_events(request: Request, session: SessionDep, row: RunDep, run_id: str,
                     step: Annotated[int, Path(ge=0, le=100_000_000)]) -> Any:
     """The phase timeline of one step (loaded when the reader opens it)."""
-    row = queries.run_live_stamp(session, run_id=run_id)
-    if row is None:
-        raise missing_run(session, run_id)
-    events = queries.get_step_events(session, run_pk=row["pk"], step=step)
+    events = run_detail.get_step_events(session, run_pk=row["pk"], step=step)
     return respond(request, "events.html", {"data": events, "count": len(events)}, fragment="_events.html",
                    context={"events": events, "run_id": run_id, "step": step})

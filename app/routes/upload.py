@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from ..errors import QitaError
+from ..errors import BoardError
 from ..render import JSONResponse, respond
 from ..secrets import mask_data
 from ..uploads import ingest_job, receive_files
@@ -40,8 +40,8 @@ async def _submit(request: Request):
     if receiving is None:
         receiving = request.app.state.receiving = _Receiving()
     if receiving.n >= settings.max_concurrent_uploads:
-        raise QitaError(f"the board is receiving {receiving.n} uploads already (QITA_MAX_CONCURRENT_UPLOADS): "
-                        "try again in a moment", status=503)
+        raise BoardError(f"the board is receiving {receiving.n} uploads already (QITA_MAX_CONCURRENT_UPLOADS): "
+                         "try again in a moment", status=503)
     receiving.n += 1
     try:
         received = await receive_files(request, max_bytes=settings.max_upload_bytes)
@@ -94,7 +94,7 @@ def upload_job(request: Request, job_id: int) -> Any:
     """An upload's progress, then its result."""
     job = request.app.state.writer.get(job_id)
     if job is None:
-        raise QitaError("no such upload (results are kept for a while only)", status=404)
+        raise BoardError("no such upload (results are kept for a while only)", status=404)
     return respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")
 
 
@@ -103,7 +103,7 @@ def upload_cancel(request: Request, job_id: int) -> Any:
     """The component's Cancel button."""
     job = request.app.state.writer.cancel(job_id)
     if job is None:
-        raise QitaError("no such upload (results are kept for a while only)", status=404)
+        raise BoardError("no such upload (results are kept for a while only)", status=404)
     return respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")
 
 
@@ -119,5 +119,5 @@ async def upload_api(request: Request,
     if not wait or not await _wait(request, job, API_WAIT_S):
         return JSONResponse(mask_data(job_data(request, job)), status_code=202)
     if job.state != "done":
-        raise QitaError(job.error or "upload failed", status=409 if job.state == "cancelled" else 503)
+        raise BoardError(job.error or "upload failed", status=409 if job.state == "cancelled" else 503)
     return JSONResponse(mask_data({"job": job.id, **job.to_json()["result"]}))

@@ -22,7 +22,7 @@ import orjson
 import pytest
 from sqlmodel import Session
 
-from app import queries
+from app.queries import run_detail
 
 pytestmark = pytest.mark.both_backends
 
@@ -97,7 +97,7 @@ def test_every_run_has_the_verdict_tokens_cost_and_turns_coder_eval_reports(real
     assert len(real) == json.loads((RESULTS.parent / "run.json").read_text())["tasks_run"]
     with Session(engine) as session:
         for run_id, want in real.items():
-            row = queries.get_run_row(session, run_id=run_id)
+            row = run_detail.get_run_row(session, run_id=run_id)
             assert row is not None, run_id
             got = {k: row[k] for k in ("verdict", "source_status", "tokens_total", "tokens_cache_read",
                                        "tokens_cache_write", "tokens_output", "steps", "tool_calls", "model",
@@ -333,7 +333,7 @@ def test_the_older_layout_without_replicate_folders(ingest, engine, tmp_path):
     assert report.errors == [] and report.files == 2
     assert sorted(report.created) == ["nightly/e2e/t1/00", "nightly/smoke/t1/00"]
     with Session(engine) as session:
-        row = queries.get_run_row(session, run_id="nightly/smoke/t1/00")
+        row = run_detail.get_run_row(session, run_id="nightly/smoke/t1/00")
     assert (row["experiment"], row["variant"], row["task_id"], row["replicate"]) == ("nightly", "smoke", "t1", 0)
     # 20 uncached + 100 read + 50 written, each once; + 10 output
     assert (row["tokens_input"], row["tokens_total"], row["tokens_cache_read"], row["tokens_cache_write"]) == (170, 180, 100, 50)
@@ -353,7 +353,7 @@ def test_a_single_task_folder_and_a_single_task_json(ingest, engine, tmp_path):
     report = ingest(folder / "task.json")
     assert report.errors == [] and report.created == {"2026-01-02_03-04-05/smoke/t2/03"}
     with Session(engine) as session:
-        row = queries.get_run_row(session, run_id="2026-01-02_03-04-05/smoke/t2/03")
+        row = run_detail.get_run_row(session, run_id="2026-01-02_03-04-05/smoke/t2/03")
     assert (row["replicate"], row["verdict"], row["stop_reason"], row["source_status"]) == (3, "fail", "budget_steps",
                                                                                          "MAX_TURNS_EXHAUSTED")
     assert row["verdict_reason"] == "failed: turn budget exhausted"
@@ -375,7 +375,7 @@ def test_final_status_categories(ingest, engine, tmp_path, status, verdict):
     (folder / "task.json").write_bytes(orjson.dumps(doc))
     ingest(tmp_path / "r")
     with Session(engine) as session:
-        row = queries.get_run_row(session, run_id="r/v/t/00")
+        row = run_detail.get_run_row(session, run_id="r/v/t/00")
     assert (row["verdict"], row["source_status"]) == (verdict, status)
 
 

@@ -240,7 +240,7 @@ def test_comparisons_are_warmed_before_the_first_visitor(settings, grp, monkeypa
     from fastapi.testclient import TestClient
     from sqlmodel import Session
 
-    from app import compare_queries
+    from app.queries import comparison
     from app.main import create_app
 
     app = create_app(settings)
@@ -251,7 +251,7 @@ def test_comparisons_are_warmed_before_the_first_visitor(settings, grp, monkeypa
         def no_more(*a, **k):
             raise AssertionError("computed again: the warmed comparison was not used")
 
-        monkeypatch.setattr(compare_queries, "_comparison", no_more)
+        monkeypatch.setattr(comparison, "_comparison", no_more)
         body = c.get("/api/compare", params=BASE).json()
         assert body["summary"]["paired"] == 5 and body["summary"]["agreement"]["agree"] == 3
 
@@ -261,7 +261,8 @@ def test_a_restarted_board_reads_the_comparison_from_disk(settings, grp, monkeyp
     unchanged data reads it instead of computing it again (and recomputes when data change)."""
     from fastapi.testclient import TestClient
 
-    from app import compare_queries, diskcache
+    from app import diskcache
+    from app.queries import cache, comparison
     from app.main import create_app
 
     if not settings.db_url.startswith("sqlite"):
@@ -271,15 +272,13 @@ def test_a_restarted_board_reads_the_comparison_from_disk(settings, grp, monkeyp
     folder = diskcache.folder_for(create_app(settings).state.engine)
     # the comparison, what only grouping needs, and the grouping by tag
     assert folder and len([f for f in __import__("os").listdir(folder) if f.endswith(".json")]) == 3
-    from app import queries
-
-    queries._CACHE.clear()  # a new process: nothing in memory
+    cache.clear()  # a new process: nothing in memory
 
     def no_more(*a, **k):
         raise AssertionError("computed again: the comparison on disk was not used")
 
-    monkeypatch.setattr(compare_queries, "_comparison", no_more)
-    monkeypatch.setattr(compare_queries, "_grouped", no_more)
+    monkeypatch.setattr(comparison, "_comparison", no_more)
+    monkeypatch.setattr(comparison, "_grouped", no_more)
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         again = c.get("/api/compare", params={**BASE, "group": "tag"}).json()
     assert again["summary"] == first["summary"] and again["grouped"] == first["grouped"]

@@ -241,21 +241,21 @@ def test_an_error_while_streaming_breaks_the_transfer_instead_of_ending_it_clean
     # Over real HTTP: the client must see a broken download, never a complete-looking short file.
     import httpx
 
-    from app import queries
+    from app.queries import run_export
     from tests.browser.conftest import LiveServer
 
     s = Settings(db=str(tmp_path / "q.db"))
     server = LiveServer(s).start()
     try:
         assert Ingestor(server.app.state.engine, s).ingest_paths([str(write_jsonl(tmp_path / "a.jsonl", _run("a")))]).ok
-        real = queries.export_records
+        real = run_export.export_records
 
         def failing(session, *, run_pk, batch=500):
             records = real(session, run_pk=run_pk)
             yield next(records)
             raise RuntimeError("the database went away")
 
-        monkeypatch.setattr(queries, "export_records", failing)
+        monkeypatch.setattr(run_export, "export_records", failing)
         with pytest.raises(httpx.RemoteProtocolError):
             with httpx.stream("GET", server.url + "/runs/a/export.jsonl") as resp:
                 assert resp.status_code == 200

@@ -374,11 +374,11 @@ def test_odd_critic_actions_are_kept_as_written_and_count_as_continue(ingest, en
 
 def test_the_board_ranks_critic_actions_with_the_run_sides_ranking():
     # one home for stop > retry > continue: the run side's table, not a copy
-    import app.queries
+    import app.queries.run_detail
     import app.ingest.store
     from qita.engine import critic
 
-    assert app.ingest.store.ACTION_RANK is critic.ACTION_RANK is app.queries.ACTION_RANK
+    assert app.ingest.store.ACTION_RANK is critic.ACTION_RANK is app.queries.run_detail.ACTION_RANK
     assert app.ingest.store.effective_action is critic.effective_action
 
 

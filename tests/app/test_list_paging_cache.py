@@ -1,4 +1,4 @@
-"""The list's index-friendly paging and its cached figures give the same answers as the plain queries."""
+"""The list's index-friendly paging and its cached figures give the same answers as the plain run_list."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from app import queries
+from app.queries import run_list
 from tests.conftest import write_jsonl
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -33,7 +33,7 @@ def _runs(tmp_path: Path) -> Path:
 
 def _ids(engine, **kw) -> list[str]:
     with Session(engine) as s:
-        rows, _ = queries.list_runs(s, filters=queries.RunFilters(**kw))
+        rows, _ = run_list.list_runs(s, filters=run_list.RunFilters(**kw))
     return [r["run_id"] for r in rows]
 
 
@@ -54,34 +54,34 @@ def test_paging_orders_nulls_last_in_both_orders(tmp_path, ingest, engine) -> No
 
 def test_cached_figures_follow_new_data(tmp_path, ingest, engine) -> None:
     assert ingest(_runs(tmp_path) / "runs.jsonl").ok
-    f = queries.RunFilters(experiment="e")
+    f = run_list.RunFilters(experiment="e")
     with Session(engine) as s:
-        first = queries.run_stats(s, filters=f)
+        first = run_list.run_stats(s, filters=f)
         first["runs"] = -1  # a caller changing its copy must not change the cache
-        again = queries.run_stats(s, filters=f)
+        again = run_list.run_stats(s, filters=f)
         assert (again["runs"], again["passed"], again["failed"]) == (5, 3, 2)
-        assert queries.list_runs(s, filters=f)[1] == 5
-        assert "f" not in queries.facet_values(s)["experiment"]
+        assert run_list.list_runs(s, filters=f)[1] == 5
+        assert "f" not in run_list.facet_values(s)["experiment"]
     write_jsonl(tmp_path / "more.jsonl", [
         {"type": "run_start", "run_id": "r9", "experiment": "f"},
         {"type": "run_start", "run_id": "r8", "experiment": "e"},
         {"type": "run_end", "run_id": "r8", "verdict": "fail"}])
     assert ingest(tmp_path / "more.jsonl").ok
     with Session(engine) as s:
-        later = queries.run_stats(s, filters=f)
+        later = run_list.run_stats(s, filters=f)
         assert (later["runs"], later["passed"], later["failed"]) == (6, 3, 3)
-        assert queries.list_runs(s, filters=f)[1] == 6
-        assert queries.facet_values(s)["experiment"] == ["e", "f"]
+        assert run_list.list_runs(s, filters=f)[1] == 6
+        assert run_list.facet_values(s)["experiment"] == ["e", "f"]
 
 
 def test_sweep_refreshes_cached_states(tmp_path, ingest, engine, settings) -> None:
     write_jsonl(tmp_path / "live.jsonl", [{"type": "run_start", "run_id": "live", "ts": datetime.now(timezone.utc).isoformat()}])
     assert ingest(tmp_path / "live.jsonl").ok
     with Session(engine) as s:
-        assert queries.run_stats(s, filters=queries.RunFilters())["running"] == 1
+        assert run_list.run_stats(s, filters=run_list.RunFilters())["running"] == 1
     from app import derive
 
     with engine.begin() as conn:
         assert derive.sweep_abandoned(conn, now=datetime.now(timezone.utc) + timedelta(days=1), abandon_after_s=60) == 1
     with Session(engine) as s:
-        assert queries.run_stats(s, filters=queries.RunFilters())["running"] == 0
+        assert run_list.run_stats(s, filters=run_list.RunFilters())["running"] == 0

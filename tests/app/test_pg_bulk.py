@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from app.db import open_database
-from app.errors import QitaError
+from app.errors import BoardError
 from app.ingest import Ingestor, pg_bulk
 from app.models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS, SOURCES
 from app.settings import Settings
@@ -142,7 +142,7 @@ def test_a_failed_batch_leaves_the_offset_of_the_last_committed_one_and_a_rerun_
 
     monkeypatch.setattr(pg_bulk, "_copy", failing)
     engine = open_database(pg_settings)
-    with pytest.raises(QitaError, match="cannot write to the database"):
+    with pytest.raises(BoardError, match="cannot write to the database"):
         Ingestor(engine, pg_settings).ingest_paths([str(path)])
     with engine.connect() as conn:
         offset, lines = conn.execute(select(SOURCES.c.offset, SOURCES.c.lines)).one()

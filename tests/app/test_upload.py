@@ -13,7 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session
 
-from app import queries
 from app.main import create_app
 from app.settings import Settings
 from tests.app.test_coder_eval import smoke_e2e_results

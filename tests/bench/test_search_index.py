@@ -9,8 +9,9 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
-from app import queries, search
-from app.queries import RunFilters, list_runs
+from app import search
+from app.queries import cache, run_list
+from app.queries.run_list import RunFilters, list_runs
 
 TEXTS = {
     "u1": ("Ünïcode ÄÖÜ straße", None),
@@ -68,12 +69,12 @@ def filled(engine):
     with engine.begin() as conn:
         for rid, (objective, result) in TEXTS.items():
             insert(conn, rid, objective, result)
-    queries._CACHE.clear()
+    cache.clear()
     return engine
 
 
 def found(engine, q: str) -> set[str]:
-    queries._CACHE.clear()
+    cache.clear()
     with Session(engine) as s:
         rows, count = list_runs(s, filters=RunFilters(q=q, limit=500))
     assert count == len(rows)
@@ -83,7 +84,7 @@ def found(engine, q: str) -> set[str]:
 def test_the_search_index_exists_and_is_used(filled):
     with Session(filled) as s:
         assert search.has_index(s)
-        sql = str(queries._search(s, "école").compile())
+        sql = str(run_list._search(s, "école").compile())
     assert "run_search_fts MATCH" in sql and "lower(" in sql  # the index, then the same ILIKE re-check
 
 

@@ -1,8 +1,8 @@
-"""Read queries of the experiments overview (keyword-only, like app.queries).
+"""Read queries of the experiments overview.
 
 A handful of grouped queries over the runs table whatever the number of runs, plus
 two per comparison headline (one per variant, as the compare page does); the whole
-overview is cached until the data changes (app.queries.store_cached).
+overview is cached until the data changes (app.queries.cache.store_cached).
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from urllib.parse import urlencode
 from sqlalchemy import case, func, select
 from sqlmodel import Session
 
-from . import compare, compare_queries, failures, overview, queries
-from .models import RUNS
+from .. import compare, failures, overview
+from ..models import RUNS
+from . import comparison
+from .cache import store_cached
 
 #: Experiments (the most recently active) whose default comparison gets its headline computed.
 HEADLINES = 25
@@ -28,7 +30,7 @@ def _count(cond: Any) -> Any:
 
 def experiments_overview(session: Session) -> dict[str, Any]:
     """Every experiment with its variants' figures and its default comparison's headline."""
-    return queries.store_cached(session, key=("overview",), compute=lambda: _overview(session))
+    return store_cached(session, key=("overview",), compute=lambda: _overview(session))
 
 
 def _overview(session: Session) -> dict[str, Any]:
@@ -82,8 +84,8 @@ def _default_comparison(session: Session, experiment: str, names: list[str], *, 
                            "headline": None, "paired": None}
     if headline:
         ga, gb = compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
-        result = compare.compare_rows(compare_queries.group_runs(session, group=ga),
-                                      compare_queries.group_runs(session, group=gb))
+        result = compare.compare_rows(comparison.group_runs(session, group=ga),
+                                      comparison.group_runs(session, group=gb))
         out["headline"] = compare.headline(result["summary"], ga.label, gb.label)
         out["paired"] = result["summary"]["paired"]
         out["agreement"] = result["summary"]["verdict_agreement"]

@@ -1,4 +1,4 @@
-"""Read queries of the compare and pair views (keyword-only, like app.queries).
+"""Read queries of the compare and pair views.
 
 A comparison costs two queries (one per group, early-stop reason joined in), whatever
 the number of pairs: no per-run query.
@@ -12,13 +12,13 @@ import orjson
 from sqlalchemy import and_, exists, func, select
 from sqlmodel import Session
 
-from . import compare
-from .compare import Group
-from . import notfound
-from .errors import QitaError
-from .notfound import missing_groups
-from .compare_flags import deciding_call
-from .models import RUNS, STEPS, CRITICS, CRITERIA, EARLY, RUN_TAGS as TAGS
+from .. import compare, diskcache, notfound
+from ..compare import Group
+from ..compare_flags import deciding_call
+from ..errors import BoardError
+from ..models import CRITERIA, CRITICS, EARLY, RUNS, STEPS, RUN_TAGS as TAGS
+from ..notfound import missing_groups
+from .cache import data_cached, data_version
 
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
@@ -171,11 +171,9 @@ def comparison(session, ga: Group, gb: Group, *, group: Optional[str] = None, so
     flags, summary, statistics, replicates, and the pairs grouped by `group`. The table's
     rows are `pairs[offset:offset + limit]` after the sort and filter (`pairs_total`).
 
-    The pairing and every figure are kept until a run changes (queries.data_cached), and
+    The pairing and every figure are kept until a run changes (app.queries.cache), and
     app.warm computes the usual comparisons ahead of the first visitor: a view, another
     sort or another page then costs no query but the data version's."""
-    from . import diskcache
-    from .queries import data_cached, data_version
 
     engine, version = session.get_bind(), data_version(session)
     computed: dict[str, Any] = {}
@@ -254,14 +252,14 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
     """
     if a_experiment or b_experiment:
         if not (a_experiment and b_experiment):
-            raise QitaError("to compare two experiments give both a_experiment and b_experiment",
-                            details={"valid": notfound.experiments(session)})
+            raise BoardError("to compare two experiments give both a_experiment and b_experiment",
+                             details={"valid": notfound.experiments(session)})
         groups = compare.Group("experiment", a_experiment), compare.Group("experiment", b_experiment)
         _check_groups(session, groups)
         return groups
     if a_tag or b_tag:
         if not (a_tag and b_tag):
-            raise QitaError("to compare two tags give both a_tag and b_tag", details={"valid": notfound.tags(session)})
+            raise BoardError("to compare two tags give both a_tag and b_tag", details={"valid": notfound.tags(session)})
         groups = compare.Group("tag", a_tag), compare.Group("tag", b_tag)
         _check_groups(session, groups)
         return groups
@@ -277,8 +275,8 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
             if other is not None:
                 a, b = (a, other) if a else (other, b)
         if not (experiment and a and b):
-            raise QitaError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)",
-                            details={"variants": {experiment: notfound.variants(session, experiment=experiment)}
+            raise BoardError("to compare two variants give experiment, a and b (e.g. ?experiment=E&a=smoke&b=e2e)",
+                             details={"variants": {experiment: notfound.variants(session, experiment=experiment)}
                                      if experiment else {}, "experiments": notfound.experiments(session)})
         groups = compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)
         _check_groups(session, groups)
@@ -288,9 +286,9 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
     pick = compare.choose_default(variants)
     if pick is None:
         if experiment:
-            raise QitaError(f"experiment {experiment!r} has fewer than two variants "
-                            f"({', '.join(variants[experiment]) or 'none'}): choose two groups", status=404,
-                            details={"variants": variants, "experiments": notfound.experiments(session)})
+            raise BoardError(f"experiment {experiment!r} has fewer than two variants "
+                             f"({', '.join(variants[experiment]) or 'none'}): choose two groups", status=404,
+                             details={"variants": variants, "experiments": notfound.experiments(session)})
         return None
     e, va, vb = pick
     return compare.Group("variant", va, e), compare.Group("variant", vb, e)
@@ -305,5 +303,5 @@ def _check_groups(session, groups: tuple[compare.Group, compare.Group]) -> None:
         raise missing_groups(session, kind=ga.kind, asked=asked, missing=list(dict.fromkeys(missing)),
                              experiment=ga.experiment)
     if ga == gb:
-        raise QitaError(f"both sides are {ga.description}: choose two different {ga.kind}s to compare",
-                        details={"asked": asked})
+        raise BoardError(f"both sides are {ga.description}: choose two different {ga.kind}s to compare",
+                         details={"asked": asked})

@@ -1,0 +1,47 @@
+"""What open pages poll: a cheap stamp of one run or of the whole store that changes when
+the data does, and the run lookup every route naming a run goes through."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Optional
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from ..models import RUNS
+from .cache import data_version
+
+
+def find_run(session: Session, *, run_id: str) -> Optional[dict[str, Any]]:
+    """The run named `run_id` as routes look it up (key, state, step count, last write) with
+    the stamp that changes when it gets new records or changes state; None when there is
+    no such run. Cheap: one row, none of its large columns."""
+    row = session.execute(select(RUNS.c.id, RUNS.c.steps, RUNS.c.state, RUNS.c.last_seen_at, RUNS.c.verdict,
+                                 RUNS.c.has_end, RUNS.c.updated_at).where(RUNS.c.run_id == run_id)).mappings().first()
+    if row is None:
+        return None
+    return {"pk": row["id"], "run_id": run_id, "state": row["state"], "steps": row["steps"],
+            "updated_at": row["updated_at"], "stamp": run_stamp(row)}
+
+
+def run_stamp(row: Any) -> str:
+    """The live stamp of a run row (the cheap one `find_run` reads, or the whole row)."""
+    return _digest(f"{row['steps']}|{row['state']}|{row['last_seen_at']}|{row['verdict']}|{row['has_end']}")
+
+
+def runs_live_stamp(session: Session) -> str:
+    """What changes when any run is added, grows, or changes state.
+
+    Every write to a run (ingest recompute, abandon sweep) moves its `updated_at`, so the
+    data version the list cache uses (newest `updated_at`, run count: two index reads)
+    says it without scanning the table.
+    """
+    return _digest("|".join(str(v) for v in data_version(session)))
+
+
+def _digest(text: str) -> str:
+    # A short opaque token: travels in URLs untouched and says nothing about the data.
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
