@@ -37,9 +37,9 @@ def build(pairs: int) -> Path:
         Path(str(db) + suffix).unlink(missing_ok=True)
     trace = WORK / f"compare-{pairs}.jsonl"
     generate(trace, runs=2 * pairs, steps=3, experiments=1, obs_bytes=200, seed=2, exp_prefix="cmp-")
-    from app.db import open_database
-    from app.ingest import Ingestor
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.ingest import Ingestor
+    from qita_board.settings import Settings
 
     settings = Settings(db=str(db))
     engine = open_database(settings)

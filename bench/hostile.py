@@ -46,7 +46,7 @@ def near_misses(size: int = SIZE) -> Iterator[tuple[str, str]]:
 
 
 def time_masker() -> list[tuple[float, str]]:
-    from app.secrets import Masker
+    from qita_board.secrets import Masker
 
     times = []
     for name, text in near_misses():
@@ -66,8 +66,8 @@ def time_pages() -> tuple[list[tuple[float, str]], float]:
     import httpx
     import orjson
 
-    from app.cli import run_ingest
-    from app.settings import Settings
+    from qita_board.cli import run_ingest
+    from qita_board.settings import Settings
     from tests.browser.conftest import LiveServer
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -47,8 +47,8 @@ TARGET_RSS = 250 * 1024 * 1024
 
 def fresh_db(folder: Path, name: str) -> Path:
     """An empty database with the board's schema (Alembic head)."""
-    from app.db import open_database
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.settings import Settings
 
     path = folder / name
     for suffix in ("", "-wal", "-shm"):
@@ -126,9 +126,9 @@ def floor_ingest(trace: Path, db: Path) -> int:
 
 def our_ingest(trace: Path, db: Path) -> int:
     """The board's one ingest path, as `qita ingest` runs it. Returns records."""
-    from app.db import open_database
-    from app.ingest import Ingestor
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.ingest import Ingestor
+    from qita_board.settings import Settings
 
     settings = Settings(db=str(db))
     engine = open_database(settings)

@@ -55,8 +55,8 @@ def fresh_pg(url: str) -> str:
     import psycopg
     from sqlalchemy.engine import make_url
 
-    from app.db import open_database
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.settings import Settings
 
     u = make_url(url)
     admin = u.set(drivername="postgresql", database="postgres").render_as_string(hide_password=False)

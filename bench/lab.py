@@ -81,10 +81,10 @@ def build(runs: int, frontier_runs: int, steps: int, log=print) -> tuple[Path, d
         Path(str(db) + suffix).unlink(missing_ok=True)
     trace = WORK / f"lab-{runs}-{frontier_runs}-{steps}.jsonl"
     records = write_runs(trace, experiments={"lab-10k": runs, "lab-1k": frontier_runs}, steps=steps)
-    from app.db import open_database
-    from app.ingest import Ingestor
-    from app.lab.index import index_pending
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.ingest import Ingestor
+    from qita_board.lab.index import index_pending
+    from qita_board.settings import Settings
 
     settings = Settings(db=str(db))
     engine = open_database(settings)
@@ -107,7 +107,7 @@ def build(runs: int, frontier_runs: int, steps: int, log=print) -> tuple[Path, d
 
 
 def _cold(fn) -> float:
-    from app.queries import cache
+    from qita_board.queries import cache
 
     cache.clear()
     t = time.perf_counter()
@@ -119,10 +119,10 @@ def in_process(db: Path, rounds: int) -> dict[str, Any]:
     """view.lab for one policy over lab-10k, and the frontier of lab-1k, each with a cold cache."""
     from sqlmodel import Session
 
-    from app.db import open_database
-    from app.lab import view
-    from app.queries.run_list import RunFilters
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.lab import view
+    from qita_board.queries.run_list import RunFilters
+    from qita_board.settings import Settings
 
     engine = open_database(Settings(db=str(db)))
     args = view.PolicyArgs(arm=("ran_tests:pass", "no_push:fail", "first_skill:decided"), rule="gate")

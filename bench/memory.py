@@ -60,13 +60,13 @@ def measure(*, steps: int, mb: int, concurrency: int) -> dict[str, Any]:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "QITA_MAX_LINE_BYTES": str((2 * mb + 1) * 1024 * 1024),
                "QITA_MAX_ARCHIVE_RATIO": "100000"}
         t = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "app.cli", "ingest", str(trace), "--db", str(db), "--json"],
+        done = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", str(trace), "--db", str(db), "--json"],
                               env=env, capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise SystemExit(f"ingest failed: {done.stdout[-2000:]} {done.stderr[-2000:]}")
         ingest_s = time.perf_counter() - t
         port = _port()
-        board = subprocess.Popen([sys.executable, "-m", "app.cli", "board", "--db", str(db), "--port", str(port)],
+        board = subprocess.Popen([sys.executable, "-m", "qita_board.cli", "board", "--db", str(db), "--port", str(port)],
                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{port}"
         try:

@@ -23,7 +23,7 @@ from .common import percentile
 
 def _load(path: Optional[Path]) -> Any:
     if path is None:
-        from app.queries import run_list
+        from qita_board.queries import run_list
 
         return run_list
     spec = importlib.util.spec_from_file_location("app._queries_before", path)
@@ -52,7 +52,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
     a = ap.parse_args(argv)
-    from app.db import make_engine
+    from qita_board.db import make_engine
 
     engine = make_engine(f"sqlite:///{a.db}")
     for label, path in (("before", a.before), ("after", None)):

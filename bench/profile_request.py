@@ -36,8 +36,8 @@ def main() -> None:
     import httpx
     from pyinstrument import Profiler
 
-    from app.main import create_app
-    from app.settings import Settings
+    from qita_board.main import create_app
+    from qita_board.settings import Settings
 
     app = create_app(Settings(db=args.db))
     headers = {"HX-Request": "true"} if args.htmx else {}

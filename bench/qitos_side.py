@@ -82,9 +82,9 @@ class WholeRunServer:
 
 def compare(folder: Path, *, n: int = 10) -> dict[str, Any]:
     """Bytes and time to first response of both approaches on the same run."""
-    from app.db import open_database
-    from app.ingest import Ingestor
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.ingest import Ingestor
+    from qita_board.settings import Settings
 
     out: dict[str, Any] = {"folder": folder.name,
                            "disk_bytes": sum(p.stat().st_size for p in folder.iterdir() if p.is_file())}

@@ -59,9 +59,9 @@ def build_db(db: Path, *, runs: int, big_steps: int, pairs: int, log: Callable[[
     generate(folder / "compare.jsonl", runs=2 * pairs, steps=3, experiments=1, obs_bytes=400, seed=2, exp_prefix="cmp-")
     generate(folder / "big.jsonl", runs=1, steps=big_steps, experiments=1, obs_bytes=2048, seed=3, exp_prefix="big-")
     gen_s = time.perf_counter() - t0
-    from app.db import open_database
-    from app.ingest import Ingestor
-    from app.settings import Settings
+    from qita_board.db import open_database
+    from qita_board.ingest import Ingestor
+    from qita_board.settings import Settings
 
     settings = Settings(db=str(db))
     engine = open_database(settings)
@@ -84,7 +84,7 @@ class Board:
     def __init__(self, db: Path, *, env: Optional[dict[str, str]] = None):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "app.cli", "board", "--db", str(db), "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "qita_board.cli", "board", "--db", str(db), "--port", str(self.port)]
         self.proc = subprocess.Popen(cmd, cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

@@ -12,7 +12,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
-import app.models  # registers the tables on SQLModel.metadata
+import qita_board.models  # registers the tables on SQLModel.metadata
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -24,7 +24,7 @@ def _configure(connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=True,
         compare_type=True,
-        include_name=app.models.include_name,  # the SQLite search index is not in the metadata
+        include_name=qita_board.models.include_name,  # the SQLite search index is not in the metadata
     )
     with context.begin_transaction():
         context.run_migrations()

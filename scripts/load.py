@@ -40,9 +40,9 @@ def serve_demo(tasks: int) -> tuple[str, object]:
 
     import uvicorn
 
-    from app.cli import run_ingest
-    from app.main import create_app
-    from app.settings import Settings
+    from qita_board.cli import run_ingest
+    from qita_board.main import create_app
+    from qita_board.settings import Settings
     from qita.demo import run_demo
 
     folder = Path(tempfile.mkdtemp(prefix="qita-load-"))
@@ -105,7 +105,7 @@ def main() -> int:
         url, server = serve_demo(args.tasks)
     runs = httpx.get(url + "/api/runs", params={"limit": 1}).json()["data"]
     rid = runs[0]["run_id"] if runs else "none"
-    from app.urls import encode_run_id
+    from qita_board.urls import encode_run_id
 
     seg = encode_run_id(rid)
     paths = ["/", "/runs", "/api/runs", "/runs?q=smoke", f"/runs/{seg}", f"/api/runs/{seg}", f"/runs/{seg}/steps", "/api/health"]

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable
 import orjson
 import pytest
 
-from app.settings import Settings
+from qita_board.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -39,7 +39,7 @@ def migrated_sqlite(tmp_path_factory) -> Path:
     """One SQLite file migrated to head, once per session. Migrating a fresh file takes
     0.2-0.3 s against ~0.05 s to open one already at head (measured), and most tests need
     an empty database: each gets a copy of this one instead of running the migrations."""
-    from app.db import open_database
+    from qita_board.db import open_database
 
     path = tmp_path_factory.mktemp("migrated") / "qita.db"
     eng = open_database(Settings(db=str(path)))
@@ -68,7 +68,7 @@ def settings(tmp_path: Path, backend: str, request) -> Settings:
 
 @pytest.fixture
 def engine(settings: Settings):
-    from app.db import open_database
+    from qita_board.db import open_database
 
     eng = open_database(settings)
     yield eng
@@ -78,7 +78,7 @@ def engine(settings: Settings):
 @pytest.fixture
 def ingest(engine, settings: Settings) -> Callable[..., Any]:
     """ingest(*paths, **kw) -> IngestReport, through the one ingest path."""
-    from app.ingest import Ingestor
+    from qita_board.ingest import Ingestor
 
     def run(*paths: Any, **kw: Any):
         return Ingestor(engine, settings).ingest_paths([str(p) for p in paths], **kw)
@@ -90,7 +90,7 @@ def ingest(engine, settings: Settings) -> Callable[..., Any]:
 def client(settings: Settings):
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from qita_board.main import create_app
 
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         yield c

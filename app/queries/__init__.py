@@ -1,6 +1,6 @@
 """Read queries, as keyword-only functions: the only place pages and the API get data from.
 
-One module per job, imported by name (`from app.queries import run_list`):
+One module per job, imported by name (`from qita_board.queries import run_list`):
 
 - `run_list`: the runs list, its search and filters, its figures and filter menus;
 - `run_detail`: one run (row, criteria, early stop, verdict lane, steps, events, values by pointer);

@@ -25,7 +25,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('preview', sa.Text(), nullable=True))
     with op.batch_alter_table('events', schema=None) as batch_op:
         batch_op.add_column(sa.Column('preview', sa.Text(), nullable=True))
-    from app.previews import PREVIEW_MIN_CHARS, preview_text
+    from qita_board.previews import PREVIEW_MIN_CHARS, preview_text
 
     bind = op.get_bind()
     for table in ("steps", "events"):

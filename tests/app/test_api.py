@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app.urls import decode_run_id, encode_run_id
+from qita_board.urls import decode_run_id, encode_run_id
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.both_backends

@@ -14,16 +14,16 @@ from pathlib import Path
 import orjson
 from fastapi.testclient import TestClient
 
-from app import tempfiles
-from app.ingest import Ingestor
-from app.main import create_app
-from app.settings import Settings
+from qita_board import tempfiles
+from qita_board.ingest import Ingestor
+from qita_board.main import create_app
+from qita_board.settings import Settings
 
 GOOD = orjson.dumps({"type": "run_start", "run_id": "good", "ts": "2025-01-01T00:00:00Z"}) + b"\n"
 
 
 def _ingest(tmp_path: Path, *paths: Path, **kw):
-    from app.db import open_database
+    from qita_board.db import open_database
 
     settings = Settings(db=str(tmp_path / "q.db"), **kw)
     engine = open_database(settings)

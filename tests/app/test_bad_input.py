@@ -21,8 +21,8 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.settings import Settings
 from tests.conftest import ROOT
 
 MAX_LINE = 300_000  # above the 200 KB deep-nesting line, below the 400 KB long line
@@ -216,7 +216,7 @@ def check_kept(client: TestClient, case: Case) -> None:
 
 def _cli_ingest(path: Path, db: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **ENV_LIMITS}
-    return subprocess.run([sys.executable, "-m", "app.cli", "ingest", path.name, "--db", str(db), "--json"],
+    return subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", path.name, "--db", str(db), "--json"],
                           cwd=path.parent, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -263,7 +263,7 @@ def test_cli_text_output_names_file_and_line(tmp_path: Path):
     case = next(c for c in CASES if c.name == "missing_fields")
     path = write_case(case, tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "ingest", path.name, "--db", str(tmp_path / "q.db")],
+    proc = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", path.name, "--db", str(tmp_path / "q.db")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[:3] == ["missing.jsonl:2: missing field 'type'",

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from sqlalchemy import text
 
-from app.ingest.lines import check_record, parse_line
+from qita_board.ingest.lines import check_record, parse_line
 
 _counter = itertools.count()
 # Valid trace text is UTF-8, so no lone surrogates; big integers are written by the stdlib encoder.
@@ -84,7 +84,7 @@ def trace_file(draw) -> tuple[bytes, list[tuple[str, int]]]:
 @hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=trace_file())
 def test_ingest_never_raises_and_keeps_every_valid_line(tmp_path: Path, engine, settings, case):
-    from app.ingest import Ingestor
+    from qita_board.ingest import Ingestor
 
     data, valid = case
     path = tmp_path / f"f{next(_counter)}.jsonl"

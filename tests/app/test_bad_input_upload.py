@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.settings import Settings
 from tests.app.test_bad_input import CASES, LINE_FREE, MAX_ARCHIVE, MAX_LINE, Case, check_kept
 
 UPLOAD = "/api/traces"

@@ -17,7 +17,7 @@ from .test_ingest import EXAMPLE
 def qita(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("QITA_DB", None)
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "qita_board.cli", *args], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=120)
 
 
@@ -66,7 +66,7 @@ def test_globs_are_expanded(tmp_path):
 
 def test_db_from_environment(tmp_path):
     env_db = tmp_path / "env.db"
-    r = subprocess.run([sys.executable, "-m", "app.cli", "ingest", str(EXAMPLE), "--json"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", str(EXAMPLE), "--json"], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT), "QITA_DB": str(env_db)}, timeout=120)
     assert r.returncode == 0 and env_db.exists()
 

@@ -22,7 +22,7 @@ import orjson
 import pytest
 from sqlmodel import Session
 
-from app.queries import run_detail
+from qita_board.queries import run_detail
 
 pytestmark = pytest.mark.both_backends
 
@@ -405,7 +405,7 @@ def test_paths_that_hold_nothing_are_named(ingest, tmp_path):
 def test_the_cli_exits_2_on_a_path_with_nothing_to_read(tmp_path):
     from click.testing import CliRunner
 
-    from app.cli import main
+    from qita_board.cli import main
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.compare_flags import deciding_call, early_stop_flags, step_calls
+from qita_board.compare_flags import deciding_call, early_stop_flags, step_calls
 
 
 def step(*calls, invocations=None):

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import pytest
 
-from app.compare_export import md
+from qita_board.compare_export import md
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -193,7 +193,7 @@ def test_csv_of_the_pairs(client, grp, ingest, tmp_path):
 def test_cli_compare_prints_the_same_markdown_and_json(client, grp, settings):
     from click.testing import CliRunner
 
-    from app.cli import main
+    from qita_board.cli import main
 
     api_md = client.get("/api/compare", params={**BASE, "format": "md"}).text
     result = CliRunner().invoke(main, ["compare", "--db", settings.db_url, "--experiment", "grp", "--a", "smoke",
@@ -240,8 +240,8 @@ def test_comparisons_are_warmed_before_the_first_visitor(settings, grp, monkeypa
     from fastapi.testclient import TestClient
     from sqlmodel import Session
 
-    from app.queries import comparison
-    from app.main import create_app
+    from qita_board.queries import comparison
+    from qita_board.main import create_app
 
     app = create_app(settings)
     with TestClient(app, base_url="http://127.0.0.1") as c:
@@ -261,9 +261,9 @@ def test_a_restarted_board_reads_the_comparison_from_disk(settings, grp, monkeyp
     unchanged data reads it instead of computing it again (and recomputes when data change)."""
     from fastapi.testclient import TestClient
 
-    from app import diskcache
-    from app.queries import cache, comparison
-    from app.main import create_app
+    from qita_board import diskcache
+    from qita_board.queries import cache, comparison
+    from qita_board.main import create_app
 
     if not settings.db_url.startswith("sqlite"):
         pytest.skip("the disk cache is for SQLite files")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import compare_flags, criteria, derive, failures, step_failures, walk
-from app.queries import run_detail
+from qita_board import compare_flags, criteria, derive, failures, step_failures, walk
+from qita_board.queries import run_detail
 
 
 def crit(cid, *, stop_when=None, gating=True, has_spec=True, has_result=True, passed=None, score=None, threshold=0.9):

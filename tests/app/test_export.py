@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from app.db import open_database
-from app.ingest import Ingestor
-from app.settings import Settings
+from qita_board.db import open_database
+from qita_board.ingest import Ingestor
+from qita_board.settings import Settings
 from tests.app.pages_traces import early_run
 from tests.app.parsed_html import page, select_texts, text
 from tests.conftest import write_jsonl
@@ -32,7 +32,7 @@ def test_export_jsonl_round_trips(tmp_path, ingest, client):
         engine.dispose()
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from qita_board.main import create_app
 
     with TestClient(create_app(fresh), base_url="http://127.0.0.1") as other:
         a, b = client.get("/api/runs/early-1").json(), other.get("/api/runs/early-1").json()

@@ -12,11 +12,11 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from app.export import disposition, dumps_deep, dumps_line
-from app.ingest import Ingestor
-from app.main import create_app
-from app.settings import Settings
-from app.urls import encode_run_id
+from qita_board.export import disposition, dumps_deep, dumps_line
+from qita_board.ingest import Ingestor
+from qita_board.main import create_app
+from qita_board.settings import Settings
+from qita_board.urls import encode_run_id
 from tests.app.test_secrets import (ANTHROPIC, AWS_ID, AWS_SECRET, GITHUB, GITHUB_PAT, GOOGLE, JWT, OPENAI, PEM,
                                     SLACK)
 from tests.conftest import write_jsonl
@@ -241,7 +241,7 @@ def test_an_error_while_streaming_breaks_the_transfer_instead_of_ending_it_clean
     # Over real HTTP: the client must see a broken download, never a complete-looking short file.
     import httpx
 
-    from app.queries import run_export
+    from qita_board.queries import run_export
     from tests.browser.conftest import LiveServer
 
     s = Settings(db=str(tmp_path / "q.db"))

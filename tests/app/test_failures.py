@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from app.failures import top_reasons
+from qita_board.failures import top_reasons
 from tests.app.pages_traces import early_run, run_records
 from tests.app.parsed_html import one, page, select_texts, text
 from tests.conftest import write_jsonl

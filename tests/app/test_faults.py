@@ -30,7 +30,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=_env(**env), capture_output=True,
+    return subprocess.run([sys.executable, "-m", "qita_board.cli", *args], cwd=cwd, env=_env(**env), capture_output=True,
                           text=True, timeout=600)
 
 
@@ -83,7 +83,7 @@ def test_kill_9_mid_ingest_leaves_a_consistent_database_and_rerun_completes(tmp_
     trace = _big_trace(tmp_path / "big.jsonl")
     total_steps = RUNS * STEPS_PER_RUN
     db = tmp_path / "killed.db"
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "ingest", str(trace), "--db", str(db), "--json"],
+    proc = subprocess.Popen([sys.executable, "-m", "qita_board.cli", "ingest", str(trace), "--db", str(db), "--json"],
                             cwd=tmp_path, env=_env(QITA_BATCH_LINES="500"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.settings import Settings
+from qita_board.settings import Settings
 from tests.browser.conftest import LiveServer
 
 READERS, REQUESTS_EACH = 50, 10

@@ -15,18 +15,19 @@ from typing import Iterator, Optional
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = "app"
+#: the folder and the import name it installs as (pyproject.toml's package-dir)
+FOLDER, PACKAGE = "app", "qita_board"
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = [PACKAGE, *path.relative_to(ROOT / FOLDER).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+    return {module_name(p): p for p in sorted((ROOT / FOLDER).rglob("*.py"))}
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -120,9 +121,9 @@ def test_the_board_has_no_import_cycle():
 def test_the_graph_sees_relative_imports():
     # The checker itself: it must find the board's own edges, or an empty graph would pass.
     graph = import_graph()
-    assert "app.queries.run_detail" in graph["app.deps"]
-    assert "app.queries.cache" in graph["app.queries.run_list"]
-    assert "app.compare" in graph["app.queries.comparison"]
+    assert "qita_board.queries.run_detail" in graph["qita_board.deps"]
+    assert "qita_board.queries.cache" in graph["qita_board.queries.run_list"]
+    assert "qita_board.compare" in graph["qita_board.queries.comparison"]
 
 
 @pytest.mark.parametrize("graph, expected", [

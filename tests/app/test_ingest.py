@@ -318,7 +318,7 @@ def test_recorded_verdict_wins_and_unfinished_runs_have_none(ingest, engine, tmp
 def test_run_state_running_then_abandoned_when_silent(engine, settings, tmp_path):
     from datetime import datetime, timedelta, timezone
 
-    from app.ingest import Ingestor
+    from qita_board.ingest import Ingestor
 
     now = datetime.now(timezone.utc)
     recent = write_jsonl(tmp_path / "recent.jsonl", [start("live", ts=now.isoformat()), step("live", 0, ts=now.isoformat())])
@@ -374,12 +374,12 @@ def test_odd_critic_actions_are_kept_as_written_and_count_as_continue(ingest, en
 
 def test_the_board_ranks_critic_actions_with_the_run_sides_ranking():
     # one home for stop > retry > continue: the run side's table, not a copy
-    import app.queries.run_detail
-    import app.ingest.store
+    import qita_board.queries.run_detail
+    import qita_board.ingest.store
     from qita.engine import critic
 
-    assert app.ingest.store.ACTION_RANK is critic.ACTION_RANK is app.queries.run_detail.ACTION_RANK
-    assert app.ingest.store.effective_action is critic.effective_action
+    assert qita_board.ingest.store.ACTION_RANK is critic.ACTION_RANK is qita_board.queries.run_detail.ACTION_RANK
+    assert qita_board.ingest.store.effective_action is critic.effective_action
 
 
 def test_a_wrongly_typed_optional_value_is_dropped_with_a_warning_and_the_step_kept(ingest, engine, tmp_path):

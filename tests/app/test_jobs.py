@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 from fastapi.testclient import TestClient
 
-from app import tempfiles
-from app.jobs import FairGate, Writer
-from app.main import create_app
-from app.settings import Settings
+from qita_board import tempfiles
+from qita_board.jobs import FairGate, Writer
+from qita_board.main import create_app
+from qita_board.settings import Settings
 
 
 def big_trace(run_id: str, steps: int) -> bytes:

@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from app.cli import run_ingest
-from app.main import create_app
-from app.previews import PREVIEW_STRING_CHARS
-from app.settings import Settings
+from qita_board.cli import run_ingest
+from qita_board.main import create_app
+from qita_board.previews import PREVIEW_STRING_CHARS
+from qita_board.settings import Settings
 from tests.app.parsed_html import one
 from tests.app.parsed_html import text as shown
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from app.queries import run_list
+from qita_board.queries import run_list
 from tests.conftest import write_jsonl
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -79,7 +79,7 @@ def test_sweep_refreshes_cached_states(tmp_path, ingest, engine, settings) -> No
     assert ingest(tmp_path / "live.jsonl").ok
     with Session(engine) as s:
         assert run_list.run_stats(s, filters=run_list.RunFilters())["running"] == 1
-    from app import derive
+    from qita_board import derive
 
     with engine.begin() as conn:
         assert derive.sweep_abandoned(conn, now=datetime.now(timezone.utc) + timedelta(days=1), abandon_after_s=60) == 1

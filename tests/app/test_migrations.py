@@ -11,7 +11,7 @@ from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from app.db import alembic_config, make_engine, upgrade
+from qita_board.db import alembic_config, make_engine, upgrade
 from tests.conftest import write_jsonl
 
 
@@ -69,8 +69,8 @@ def test_first_revision_then_head_keeps_ingested_data(tmp_path: Path, settings):
     """Build at 0001, ingest through the app, upgrade to head: the board still shows everything."""
     from fastapi.testclient import TestClient
 
-    from app.ingest import Ingestor
-    from app.main import create_app
+    from qita_board.ingest import Ingestor
+    from qita_board.main import create_app
 
     engine = make_engine(settings.db_url)
     cfg = alembic_config(engine)

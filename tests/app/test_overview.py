@@ -8,7 +8,7 @@ import re
 import pytest
 from sqlalchemy import text
 
-from app.overview import median, pass_rate, wilson
+from qita_board.overview import median, pass_rate, wilson
 from tests.app.pages_traces import run_records
 from tests.app.parsed_html import one, page, select_texts
 from tests.app.parsed_html import text as shown

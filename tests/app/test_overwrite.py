@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.settings import Settings
 
 
 def lines(*records) -> bytes:

@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from app.present import STOP_REASON_LABELS
+from qita_board.present import STOP_REASON_LABELS
 from tests.app.pages_traces import early_run, run_records, write_set
 from tests.app.parsed_html import attrs, one, page, select_texts, text
 from tests.conftest import write_jsonl

@@ -15,11 +15,11 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
-from app.db import open_database
-from app.errors import BoardError
-from app.ingest import Ingestor, pg_bulk
-from app.models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS, SOURCES
-from app.settings import Settings
+from qita_board.db import open_database
+from qita_board.errors import BoardError
+from qita_board.ingest import Ingestor, pg_bulk
+from qita_board.models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS, SOURCES
+from qita_board.settings import Settings
 from bench.gen import generate
 
 pytestmark = pytest.mark.postgres

@@ -21,9 +21,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from app.ingest import Ingestor
-from app.main import create_app
-from app.settings import Settings
+from qita_board.ingest import Ingestor
+from qita_board.main import create_app
+from qita_board.settings import Settings
 from tests.app.test_bad_input import CASES, MAX_ARCHIVE, MAX_LINE, Case, check_issues, check_kept, end, lines, start, step, write_case
 from tests.conftest import ROOT, write_jsonl
 
@@ -135,7 +135,7 @@ def test_hostile_and_secret_text_render_escaped_and_masked_on_postgres(pg_settin
     ])
     with _client(pg_settings) as c:
         assert Ingestor(c.app.state.engine, pg_settings).ingest_paths([str(path)]).ok
-        from app.urls import encode_run_id
+        from qita_board.urls import encode_run_id
 
         body = c.get(f"/runs/{encode_run_id(payload)}").text
         assert payload not in body and "&lt;script&gt;window.__xss(1)&lt;/script&gt;" in body
@@ -143,7 +143,7 @@ def test_hostile_and_secret_text_render_escaped_and_masked_on_postgres(pg_settin
 
 
 def test_boards_starting_together_migrate_once(pg_settings: Settings):
-    from app.db import open_database
+    from qita_board.db import open_database
 
     errors: list[BaseException] = []
 
@@ -167,7 +167,7 @@ def test_unreachable_server_gives_a_clear_error(tmp_path: Path):
         port = s.getsockname()[1]  # nothing listens here once the socket is closed
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     trace = write_jsonl(tmp_path / "t.jsonl", [{"type": "run_start", "run_id": "r"}])
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "ingest", str(trace), "--db",
+    proc = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", str(trace), "--db",
                            f"postgresql+psycopg://postgres@127.0.0.1:{port}/test"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
@@ -186,7 +186,7 @@ def _free_port() -> int:
 
 def _start_board(db: str, port: int, cwd: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "QITA_ABANDON_AFTER_S": "3600"}
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "board", "--db", db, "--port", str(port), *extra],
+    return subprocess.Popen([sys.executable, "-m", "qita_board.cli", "board", "--db", db, "--port", str(port), *extra],
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -13,10 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
-from app.main import create_app
-from app.models import RUNS
-from app.removal import child_tables
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.models import RUNS
+from qita_board.removal import child_tables
+from qita_board.settings import Settings
 from tests.app.pages_traces import TS, early_run, run_records
 from tests.app.parsed_html import attrs, page, select_texts
 from tests.conftest import ROOT, write_jsonl
@@ -207,7 +207,7 @@ def test_upload_result_warns_when_a_new_run_takes_another_runs_place(client):
 def qita(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("QITA_DB", None)
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "qita_board.cli", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def test_qita_delete_dry_run_then_delete(loaded, settings, engine):

@@ -3,7 +3,7 @@ shaped in Python, so the template only shows them."""
 
 from __future__ import annotations
 
-from app import present
+from qita_board import present
 
 
 def test_named_critics_are_tags_and_others_values_with_their_pointer_path():

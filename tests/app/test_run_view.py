@@ -10,8 +10,8 @@ import orjson
 import pytest
 from sqlalchemy import update
 
-from app.models import CriterionRow
-from app.present import fmt_dt, fmt_duration, fmt_iso
+from qita_board.models import CriterionRow
+from qita_board.present import fmt_dt, fmt_duration, fmt_iso
 from tests.app.pages_traces import early_run, run_records
 from tests.app.parsed_html import attrs, one, page, select_texts, text
 from tests.conftest import write_jsonl

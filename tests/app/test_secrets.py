@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from app.main import create_app
-from app.secrets import mask_data, mask_text
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.secrets import mask_data, mask_text
+from qita_board.settings import Settings
 from tests.conftest import write_jsonl
 
 OPENAI = "sk-proj-Abc123Def456Ghi789Jkl0"
@@ -90,7 +90,7 @@ RAW_VALUES = [AWS_ID, "hunter22", OPENAI, "Q" * 24, "MIIEowIBAAKCAQEAx1y2z3", GI
 
 def _app(tmp_path: Path, **kw):
     s = Settings(db=str(tmp_path / "q.db"), **kw)
-    from app.cli import run_ingest
+    from qita_board.cli import run_ingest
 
     report = run_ingest(s, [str(_trace(tmp_path / "t.jsonl"))], progress=False)
     assert report.ok
@@ -165,7 +165,7 @@ def test_show_secrets_setting_never_masks(tmp_path):
 
 
 def test_remembered_masking_of_long_values_still_counts_and_masks_every_time():
-    from app.secrets import CACHE_MIN_CHARS, Masker
+    from qita_board.secrets import CACHE_MIN_CHARS, Masker
 
     key = "AKIA" + "Q" * 16
     long_text = ("filler text " * (CACHE_MIN_CHARS // 12 + 1)) + f" aws key {key} end"

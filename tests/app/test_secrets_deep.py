@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.secrets import mask_data
+from qita_board.secrets import mask_data
 
 
 def test_a_secret_3000_levels_down_is_masked_and_the_shape_kept():

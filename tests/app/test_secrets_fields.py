@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cli import run_ingest
-from app.main import create_app
-from app.settings import Settings
+from qita_board.cli import run_ingest
+from qita_board.main import create_app
+from qita_board.settings import Settings
 from tests.conftest import write_jsonl
 
 TOKEN = "board-token-0123456789"

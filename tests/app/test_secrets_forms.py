@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.secrets import find_secrets, is_secret_key, mask_at, mask_data, mask_text
+from qita_board.secrets import find_secrets, is_secret_key, mask_at, mask_data, mask_text
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 STS_TOKEN = "FwoGZXIvYXdzEBYaDH0123456789abcdefSESSION"

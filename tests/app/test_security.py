@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.settings import Settings
 from tests.conftest import ROOT, write_jsonl
 
 TOKEN = "s3cret-board-token-0123456789"
@@ -190,7 +190,7 @@ def _free_port() -> int:
 def _board(tmp_path: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("QITA_TOKEN", None)
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "board", "--db", str(tmp_path / "q.db"), *args],
+    return subprocess.Popen([sys.executable, "-m", "qita_board.cli", "board", "--db", str(tmp_path / "q.db"), *args],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -231,8 +231,8 @@ def test_board_starts_on_another_address_with_a_token_or_insecure(tmp_path, flag
 def test_login_page_offers_sign_out_only_when_signed_in(tmp_path):
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
-    from app.settings import Settings
+    from qita_board.main import create_app
+    from qita_board.settings import Settings
 
     with TestClient(create_app(Settings(db=str(tmp_path / "t.db"), token="tok-123")), base_url="http://127.0.0.1") as c:
         assert "Sign out" not in c.get("/login").text

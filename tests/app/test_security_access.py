@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.security import make_session, session_valid
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.security import make_session, session_valid
+from qita_board.settings import Settings
 
 TOKEN = "s3cret-board-token-0123456789"
 

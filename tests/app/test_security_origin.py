@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.security import cross_site
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.security import cross_site
+from qita_board.settings import Settings
 
 TOKEN = "origin-test-token-0123456789"
 OWN = "http://127.0.0.1"

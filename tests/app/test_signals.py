@@ -46,7 +46,7 @@ def _env() -> dict[str, str]:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=_env(),
+    return subprocess.Popen([sys.executable, "-m", "qita_board.cli", *args], cwd=cwd, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -83,7 +83,7 @@ def _stop(proc: subprocess.Popen, sig: int) -> float:
 
 def _complete(url: str, path: Path, cwd: Path) -> None:
     """Ingest again and check the result equals a clean ingest: every step once, derived figures right."""
-    done = subprocess.run([sys.executable, "-m", "app.cli", "ingest", str(path), "--db", url, "--json"], cwd=cwd,
+    done = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", str(path), "--db", url, "--json"], cwd=cwd,
                           env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     eng = create_engine(url)
@@ -151,7 +151,7 @@ def test_board_watching_a_folder_stops_within_5_s_and_a_rerun_completes(tmp_path
 
 
 def test_board_with_an_upload_running_stops_within_5_s_leaving_no_temporary_files(tmp_path, db_url):
-    from app import tempfiles
+    from qita_board import tempfiles
 
     proc, base = _board(tmp_path, db_url)
     path = _trace(tmp_path / "big.jsonl")

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from app import stats
+from qita_board import stats
 
 
 def wilson_by_hand(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

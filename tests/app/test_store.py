@@ -11,8 +11,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
-import app.models  # noqa: F401
-from app.models import include_name
+import qita_board.models  # noqa: F401
+from qita_board.models import include_name
 from tests.conftest import ROOT
 
 
@@ -49,13 +49,19 @@ def test_list_filters_are_indexed(engine):
         assert col in indexed, col
 
 
-def test_a_plain_install_ships_templates_static_and_migrations(tmp_path):
+def test_a_plain_install_ships_every_module_templates_static_and_migrations_and_no_app_package(tmp_path):
     out = tmp_path / "wheel"
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     names = zipfile.ZipFile(next(out.glob("*.whl"))).namelist()
-    assert "app/templates/base.html" in names
-    assert "app/static/app.css" in names and "app/static/vendor/htmx-2.0.11.min.js" in names
-    assert "app/migrations/env.py" in names and any(n.startswith("app/migrations/versions/0001") for n in names)
+    assert "qita_board/templates/base.html" in names
+    assert "qita_board/static/app.css" in names and "qita_board/static/vendor/htmx-2.0.11.min.js" in names
+    assert "qita_board/migrations/env.py" in names
+    assert any(n.startswith("qita_board/migrations/versions/0001") for n in names)
     assert "qita/format.py" in names
+    # every module of the app/ folder, subpackages too, under the unique import name
+    app_modules = {f"qita_board/{p.relative_to(ROOT / 'app').as_posix()}" for p in (ROOT / "app").rglob("*.py")}
+    assert app_modules <= set(names), sorted(app_modules - set(names))
+    # and no top-level `app` package, which would collide with other FastAPI projects
+    assert not [n for n in names if n.split("/")[0] == "app"]

@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import Session
 
-from app.main import create_app
-from app.settings import Settings
+from qita_board.main import create_app
+from qita_board.settings import Settings
 from tests.app.test_coder_eval import smoke_e2e_results
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.walk import step_errors, summary
+from qita_board.walk import step_errors, summary
 from tests.app.parsed_html import attrs, one, page, text
 from tests.conftest import write_jsonl
 

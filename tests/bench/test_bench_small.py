@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.ingest.lines import check_record
+from qita_board.ingest.lines import check_record
 from bench import gen, ingest as ingest_bench, qitos_side, server
 
 
@@ -129,7 +129,7 @@ def test_memory_bench_runs_at_a_small_size() -> None:
 
 
 def test_hostile_set_has_a_near_miss_of_every_detector() -> None:
-    from app.secrets import DETECTORS
+    from qita_board.secrets import DETECTORS
     from bench.hostile import SIZE, near_misses
 
     cases = list(near_misses())

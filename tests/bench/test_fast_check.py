@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from app.ingest.lines import _fast_event, _fast_step, check_record
+from qita_board.ingest.lines import _fast_event, _fast_step, check_record
 from qita.format import RECORD_MODELS
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False),

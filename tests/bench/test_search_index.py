@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
-from app import search
-from app.queries import cache, run_list
-from app.queries.run_list import RunFilters, list_runs
+from qita_board import search
+from qita_board.queries import cache, run_list
+from qita_board.queries.run_list import RunFilters, list_runs
 
 TEXTS = {
     "u1": ("Ünïcode ÄÖÜ straße", None),

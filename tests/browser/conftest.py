@@ -34,7 +34,7 @@ class LiveServer:
     def __init__(self, settings):
         import uvicorn
 
-        from app.main import create_app
+        from qita_board.main import create_app
 
         self.settings = settings
         self.app = create_app(settings)

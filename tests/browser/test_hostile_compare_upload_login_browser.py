@@ -12,8 +12,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from app.paths import TEMPLATES
-from app.urls import encode_run_id
+from qita_board.paths import TEMPLATES
+from qita_board.urls import encode_run_id
 from tests.browser.test_hostile_pages_browser import PAYLOADS, SERVER_PATH, Visitor, hostile_trace  # noqa: F401
 from tests.browser.test_hostile_pages_browser import hostile, visitor  # noqa: F401  (fixtures)
 from tests.conftest import write_jsonl

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app.urls import encode_run_id
+from qita_board.urls import encode_run_id
 from tests.conftest import write_jsonl
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import Settings
+from qita_board.settings import Settings
 from tests.app.pages_traces import early_run, run_records, write_set
 from tests.browser.conftest import LiveServer
 from tests.conftest import write_jsonl

@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from app.urls import encode_run_id
+from qita_board.urls import encode_run_id
 from tests.app.pages_traces import run_records, write_set
 from tests.conftest import write_jsonl
 

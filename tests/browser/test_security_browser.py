@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.settings import Settings
+from qita_board.settings import Settings
 from tests.browser.conftest import LiveServer
 
 TOKEN = "browser-board-token-0123456789"

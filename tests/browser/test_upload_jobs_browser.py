@@ -13,7 +13,7 @@ from tests.browser.test_upload_browser import TRACE
 
 @pytest.fixture
 def settings(tmp_path):
-    from app.settings import Settings
+    from qita_board.settings import Settings
 
     return Settings(db=str(tmp_path / "q.db"), ingest_workers=1)
 

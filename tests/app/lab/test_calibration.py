@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.lab.calibration import SAFE_UPPER, calibrate, label
+from qita_board.lab.calibration import SAFE_UPPER, calibrate, label
 
 
 def rows(type_, cid, **counts):

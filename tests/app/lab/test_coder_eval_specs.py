@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.ingest.coder_eval import live_parameters
-from app.lab.state import step_tool_calls
-from app.models import CRITERIA, RUNS, STEPS
+from qita_board.ingest.coder_eval import live_parameters
+from qita_board.lab.state import step_tool_calls
+from qita_board.models import CRITERIA, RUNS, STEPS
 from qita.live import replay_live_verdicts
 
 SHARED = Path(__file__).resolve().parents[4] / "shared" / "traces" / "coder_eval-runs"

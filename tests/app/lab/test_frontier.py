@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.lab.frontier import candidates, chart, frontier, min_steps_for, recommend
-from app.lab.sim import Policy
+from qita_board.lab.frontier import candidates, chart, frontier, min_steps_for, recommend
+from qita_board.lab.sim import Policy
 from tests.app.lab.test_sim import crafted
 
 CATALOGUE = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import Settings
+from qita_board.settings import Settings
 from qita.demo import EXPERIMENT, run_demo
 from qita.live import live_capabilities
 from tests.app.lab.test_validate import wait_indexed
@@ -78,12 +78,12 @@ def test_an_arming_that_cannot_fire_is_refused_with_its_reason(demo):
 def test_the_page_says_when_runs_are_still_being_indexed(tmp_path, ingest):
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
+    from qita_board.main import create_app
 
     settings = Settings(db=str(tmp_path / "idx.db"), lab_index=False)
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
-        from app.db import open_database
-        from app.ingest import Ingestor
+        from qita_board.db import open_database
+        from qita_board.ingest import Ingestor
 
         engine = open_database(settings)
         assert Ingestor(engine, settings).ingest_paths([str(f) for f in run_demo(tmp_path / "d", tasks=4)]).ok

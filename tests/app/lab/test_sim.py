@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.lab.sim import Crit, Policy, SimRun, check_on_cut, outcome, settle, simulate
+from qita_board.lab.sim import Crit, Policy, SimRun, check_on_cut, outcome, settle, simulate
 
 
 def run(name: str, n: int, per_step: int, verdict: str, *, tests_at=None, push_fail_at=None, declared=None,

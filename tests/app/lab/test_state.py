@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.lab.state import run_state, signature, step_tool_calls
+from qita_board.lab.state import run_state, signature, step_tool_calls
 
 SPECS = [
     {"id": "tests", "type": "command_executed", "pattern": "pytest"},
@@ -109,7 +109,7 @@ def test_tool_calls_in_every_spelling():
 
 
 def test_series_pack_and_unpack_without_loss():
-    from app.lab.state import pack_series, unpack_series
+    from qita_board.lab.state import pack_series, unpack_series
 
     series = {"tokens": [10.0, 30.0], "counted": None, "seconds": [0.5, 1.25], "cost": None, "calls": [1.0, 3.0]}
     back = unpack_series(pack_series(series, 2), 2)
