@@ -159,7 +159,8 @@ def _glob_matches(pattern: str) -> bool:
 @click.option("--db", help="Database: a SQLAlchemy URL or a SQLite file path [env QITA_DB; default ./qita.db]")
 @click.option("--host", help="Address to bind [env QITA_HOST; default 127.0.0.1]")
 @click.option("--port", type=int, help="Port [env QITA_PORT; default 8765]")
-@click.option("--watch", "watch", multiple=True, type=click.Path(file_okay=False), help="Folder to keep ingesting while serving (repeatable).")
+@click.option("--watch", "watch", multiple=True, type=click.Path(file_okay=False),
+              help="Folder to keep ingesting while serving (repeatable).")
 @click.option("--token", help="Token required for writes (uploads, deletes) [env QITA_TOKEN].")
 @click.option("--read-auth", is_flag=True, default=None, help="Require the token for reads too [env QITA_READ_AUTH].")
 @click.option("--insecure", is_flag=True, default=None, help="Allow a non-loopback address without a token.")
@@ -233,9 +234,9 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
     from sqlmodel import Session
 
     from . import compare_export
-    from .queries import comparison
     from .compare import MEASURES
     from .db import open_database
+    from .queries import comparison
     from .secrets import Masker
 
     if sum((as_json, as_md, as_csv)) > 1:
@@ -405,12 +406,12 @@ def _has_experiment(settings: Settings, experiment: str) -> bool:
     from sqlalchemy import select
 
     from .db import open_database
-    from .models import Run
+    from .models import RUNS
 
     engine = open_database(settings)
     try:
         with engine.connect() as conn:
-            return conn.execute(select(Run.__table__.c.id).where(Run.__table__.c.experiment == experiment).limit(1)).first() is not None
+            return conn.execute(select(RUNS.c.id).where(RUNS.c.experiment == experiment).limit(1)).first() is not None
     finally:
         engine.dispose()
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from . import stats
-from .jsontext import column_value
 from .compare_flags import early_stop_flags, step_calls
+from .jsontext import column_value
 
 #: (name in the summary, run column, label): the order of the savings bars.
 MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool calls"),

@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Optional
 
-from sqlalchemy import and_, bindparam, func, select, text, update
+from sqlalchemy import Integer, and_, bindparam, func, select, text, update
 from sqlalchemy.engine import Connection
 
 from . import search
@@ -149,7 +149,7 @@ _RECOMPUTE_COLUMNS = tuple(RUNS.c[name] for name in ("end_record", "has_end", "s
                                                       "verdict_recorded", *search.RUN_FIELDS))
 
 
-_PK = bindparam("pk")
+_PK = bindparam("pk", type_=Integer())
 # Built once: recompute_run runs for every touched run of every batch (see update_run).
 _RUN_SELECT = select(*_RECOMPUTE_COLUMNS).where(RUNS.c.id == _PK)
 _STEP_TOTALS = select(
@@ -174,7 +174,7 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     run = conn.execute(_RUN_SELECT, {"pk": pk}).mappings().first()
     if run is None:
         return
-    agg = conn.execute(_STEP_TOTALS, {"pk": pk}).first()
+    agg = conn.execute(_STEP_TOTALS, {"pk": pk}).one()  # aggregates: always one row
     n_steps, t_in, t_out, t_total, cost, dur, retries = agg
     end = run["end_record"] or {}
     has_end = bool(run["has_end"])

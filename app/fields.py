@@ -89,14 +89,14 @@ def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *,
     mark = "qita" + _random.token_hex(8)
     page = respond(request, "field.html", {**data, "value": mark, "more": {"chars": len(value), "streamed": True}},
                    value_path=("value", []))
-    before, after = page.body.decode().split(mark, 1)
+    head, tail = bytes(page.body).decode().split(mark, 1)
 
     def page_body() -> Iterator[str]:
         try:
-            yield before
+            yield head
             for chunk in chunks:
                 yield html.escape(chunk, quote=False)
-            yield after
+            yield tail
         finally:
             release()
 

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -232,7 +233,7 @@ class Writer:
             if job.deadline is not None:
                 job.deadline = job.started + job.deadline
             try:
-                job.ingestor = Ingestor(self.engine, self.settings, progress=lambda n, job=job: self._progress(job, n),
+                job.ingestor = Ingestor(self.engine, self.settings, progress=functools.partial(self._progress, job),
                                         gate=self.gate.hold, stop=job.should_stop)
                 job.result = job.fn(job, job.ingestor)
                 self._end(job, "done")

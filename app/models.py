@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -368,17 +368,23 @@ def include_name(name: Optional[str], type_: str, parent_names: dict[str, Any]) 
 
 # The tables as SQLAlchemy Core objects, for the queries and the ingest writer, which work
 # on rows rather than model instances (one place to name them).
-RUNS = Run.__table__
-RUN_TAGS = RunTag.__table__
-STEPS = Step.__table__
-CRITICS = CriticOutputRow.__table__
-EVENTS = EventRow.__table__
-CRITERIA = CriterionRow.__table__
-EARLY = EarlyStopRow.__table__
-SOURCES = IngestSource.__table__
-UPLOADS = Upload.__table__
-UPLOAD_RUNS = UploadRun.__table__
-LAB_RUNS = LabRun.__table__
-LAB_DECISIONS = LabDecision.__table__
-RUN_SEARCH = RunSearchText.__table__
-RUN_SEARCH_MARKS = RunSearchMark.__table__
+def _table(model: type[SQLModel]) -> Table:
+    """A table model's Core table (SQLModel sets `__table__` at class creation, which type
+    checkers do not see)."""
+    return model.__table__  # type: ignore[attr-defined]
+
+
+RUNS = _table(Run)
+RUN_TAGS = _table(RunTag)
+STEPS = _table(Step)
+CRITICS = _table(CriticOutputRow)
+EVENTS = _table(EventRow)
+CRITERIA = _table(CriterionRow)
+EARLY = _table(EarlyStopRow)
+SOURCES = _table(IngestSource)
+UPLOADS = _table(Upload)
+UPLOAD_RUNS = _table(UploadRun)
+LAB_RUNS = _table(LabRun)
+LAB_DECISIONS = _table(LabDecision)
+RUN_SEARCH = _table(RunSearchText)
+RUN_SEARCH_MARKS = _table(RunSearchMark)

@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from .errors import BoardError
-from .models import RUNS, RUN_TAGS as TAGS
+from .models import RUN_TAGS as TAGS
+from .models import RUNS
 from .search import escape_like
 
 #: How many suggestions an answer offers, and how many names of things that exist.

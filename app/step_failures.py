@@ -25,7 +25,8 @@ EXIT_CODE_KEYS = ("exit_code", "returncode", "return_code", "exitCode")
 #: not null, `ok: false`, a non-zero `returncode` or a failing `status`. One pass of a
 #: regular expression over the text (about 4 ms per 1,000 steps of 2 KB); only the lines it
 #: matches are parsed and judged.
-MAY_FAIL = re.compile(r'"(?:error"\s*:\s*[^n\s]|ok"\s*:\s*f|(?:returncode|exit_code|return_code|exitCode)"\s*:\s*-?[1-9]|status"\s*:\s*"(?i:'
+MAY_FAIL = re.compile(r'"(?:error"\s*:\s*[^n\s]|ok"\s*:\s*f|'
+                      r'(?:returncode|exit_code|return_code|exitCode)"\s*:\s*-?[1-9]|status"\s*:\s*"(?i:'
                       + "|".join(sorted(FAILING_STATUSES)) + ')")')
 
 

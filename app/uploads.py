@@ -111,7 +111,8 @@ class _Collector:
             return
         suffix = stored_suffix(name)
         if suffix is None:
-            self.out.rejected.append(IngestIssue(name, None, "rejected: not a trace file (expected .jsonl, .jsonl.gz, .zip or a coder_eval task.json)"))
+            self.out.rejected.append(IngestIssue(
+                name, None, "rejected: not a trace file (expected .jsonl, .jsonl.gz, .zip or a coder_eval task.json)"))
             self.skip = True
             return
         if len(self.out.files) >= MAX_FILES:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-
 import orjson
 from sqlalchemy import select
 from sqlmodel import Session

@@ -23,11 +23,10 @@ parent's own allocations (the floor's row lists) never count.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import statistics
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from typing import Any, Optional
 
 import orjson
 
-from .common import figure, machine, proc_status
+from .common import figure, machine
 from .gen import generate
 
 WORK = Path(os.environ.get("QITA_BENCH_DIR", "/tmp/qita-bench"))

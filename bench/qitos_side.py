@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import os
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,8 +23,8 @@ from urllib.parse import quote
 
 import httpx
 
-from .common import figure, machine, percentile
-from .server import Board, WORK, first_response, timed
+from .common import figure, machine
+from .server import WORK, Board, first_response, timed
 
 
 def whole_run_page(folder: Path) -> bytes:

@@ -19,7 +19,7 @@ from .core import (
     Trajectory,
     Usage,
 )
-from .engine.critic import Critic, ForbiddenCommandCritic, FunctionCritic, ReturnCodeCritic
+from .core.errors import EarlyStopConfigError, QitaError, StopReason, TaskValidationError
 from .criteria import (
     CallableCriterion,
     CommandExecuted,
@@ -31,15 +31,7 @@ from .criteria import (
     criterion_from_spec,
 )
 from .engine import Engine, RunResult
-from .core.errors import EarlyStopConfigError, QitaError, StopReason, TaskValidationError
-from .format import (
-    SCHEMA_ID,
-    STOP_REASONS,
-    CriterionSpec,
-    RunEnd,
-    RunStart,
-    StepRecord,
-)
+from .engine.critic import Critic, ForbiddenCommandCritic, FunctionCritic, ReturnCodeCritic
 from .engine.stop_criteria import (
     FinalResultCriteria,
     MaxRuntimeCriteria,
@@ -47,6 +39,14 @@ from .engine.stop_criteria import (
     MaxTokensCriteria,
     StagnationCriteria,
     StopCriteria,
+)
+from .format import (
+    SCHEMA_ID,
+    STOP_REASONS,
+    CriterionSpec,
+    RunEnd,
+    RunStart,
+    StepRecord,
 )
 from .harness import resolve_family_preset
 from .live import LiveCapability, LiveReplay, live_capabilities, replay_live_verdicts

@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Union
 
+from .agents.scripted import ScriptedAgent, SimulatedTools
 from .core import Task, TaskBudget
-from .engine.critic import Critic, ForbiddenCommandCritic, ReturnCodeCritic
 from .criteria import criterion_from_spec
 from .demo_tasks import EXPERIMENT, MODELS, DemoTask, build_tasks
 from .engine import Engine, RunResult
+from .engine.critic import Critic, ForbiddenCommandCritic, ReturnCodeCritic
 from .engine.stop_criteria import FinalResultCriteria, StagnationCriteria
 from .writer import TraceWriter
-from .agents.scripted import ScriptedAgent, SimulatedTools
 
 VARIANTS = ("smoke", "e2e")
 

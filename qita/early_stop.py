@@ -10,7 +10,7 @@ the run at the end of the current step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 from .core.errors import EarlyStopConfigError
 from .criteria import PASS, Criterion, CriterionResult
@@ -96,7 +96,7 @@ class LiveWatcher:
                 self.verdicts[c.id] = live.decided[c.id].verdict
                 self.decided_at[c.id] = live.decided[c.id].step
                 last = c
-        if last is not None and armed_decided(self.verdicts, {c.id: c.stop_when for c in self.armed}):
+        if last is not None and armed_decided(self.verdicts, {c.id: cast(str, c.stop_when) for c in self.armed}):
             self.decision = EarlyStopDecision(
                 reason="criterion_passed" if self.verdicts[last.id] == PASS else "criterion_failed",
                 deciding_criterion=last.id, armed_criteria=[c.id for c in self.armed], step=step,

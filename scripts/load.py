@@ -40,10 +40,10 @@ def serve_demo(tasks: int) -> tuple[str, object]:
 
     import uvicorn
 
+    from qita.demo import run_demo
     from qita_board.cli import run_ingest
     from qita_board.main import create_app
     from qita_board.settings import Settings
-    from qita.demo import run_demo
 
     folder = Path(tempfile.mkdtemp(prefix="qita-load-"))
     settings = Settings(db=str(folder / "load.db"))

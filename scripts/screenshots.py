@@ -16,10 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from qita.demo import run_demo  # noqa: E402
 from qita_board.db import open_database  # noqa: E402
 from qita_board.ingest import Ingestor  # noqa: E402
 from qita_board.settings import Settings  # noqa: E402
-from qita.demo import run_demo  # noqa: E402
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, LiveServer  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"

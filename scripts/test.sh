@@ -3,6 +3,7 @@
 # - a virtualenv in .venv with the project and its test extras (editable, so tests see this checkout)
 # - Debian's chromium for the real-browser tests (never a downloaded browser)
 # - PostgreSQL tests when a server answers on 127.0.0.1:5432 (scripts/ci_postgres_env.sh)
+# - ruff and mypy before the tests (pyproject.toml says what they check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,13 @@ fi
 if [ -f scripts/ci_postgres_env.sh ]; then
   # shellcheck disable=SC1091
   PYTHON=.venv/bin/python source scripts/ci_postgres_env.sh
+fi
+
+# Lint and import order (ruff) and the type check (mypy), configured in pyproject.toml;
+# skipped when a caller passes pytest arguments (a subset of the tests).
+if [ "$#" -eq 0 ]; then
+  .venv/bin/ruff check app qita tests bench scripts migrations
+  .venv/bin/mypy
 fi
 
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -26,15 +26,12 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from .. import derive
 from ..db import describe_db_error
 from ..errors import BoardError
-from ..models import SOURCES, RUNS
+from ..models import RUNS, SOURCES
 from ..settings import Settings
-from . import qitos  # noqa: F401  (registers the QitOS folder reader)
-from . import coder_eval  # noqa: F401  (registers the coder_eval results reader)
 from . import overwrite
 from .lines import ENTRY_ERRORS, LimitExceeded, iter_items, open_stream, validate_record
 from .sources import Discovery, Source, discover
 from .store import Applier
-
 
 ProgressFn = Callable[[int], None]
 
@@ -282,6 +279,7 @@ class Ingestor:
             digest = hashlib.sha256(fh.read(64 * 1024 * 1024)).hexdigest()
         if prev is not None and prev["content_hash"] == digest:
             return
+        assert src.produce is not None  # a document source always has its producer
         records, errors = src.produce()
         for line, message in errors:
             report.errors.append(IngestIssue(src.label, line, message))

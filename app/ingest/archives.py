@@ -27,8 +27,8 @@ import zipfile
 from typing import Optional
 
 from .. import tempfiles
-from .lines import Budget, ENTRY_ERRORS, LimitExceeded, LimitedReader, gzip_reader, ratio_limit
-from .sources import Discovery, Source, _walk, is_trace_file
+from .lines import ENTRY_ERRORS, Budget, LimitedReader, LimitExceeded, gzip_reader, ratio_limit
+from .sources import Discovery, Source, is_trace_file, walk_folder
 
 CHUNK = 1 << 20
 #: Files that mark a folder as a layout read as a whole (unpacked, then read from disk).
@@ -161,7 +161,7 @@ def _unpack(zf: zipfile.ZipFile, entries, label: str, prefix: str, total: Budget
             _drop(target)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
             out.errors.append((f"{label}!{rel}", None, f"archive entry skipped: cannot unpack it: {reason}"))
-    _walk(tmp, label, prefix, out)
+    walk_folder(tmp, label, prefix, out)
 
 
 def _drop(path: str) -> None:

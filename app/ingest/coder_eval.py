@@ -27,7 +27,7 @@ import os
 from datetime import datetime
 from typing import Any, Iterator, Optional
 
-from .sources import Source, join_label, key_for, read_json_document, register_folder_reader
+from .sources import Source, join_label, key_for, read_json_document
 
 MAX_TASK_JSON = 512 * 1024 * 1024
 TASK_FILE = "task.json"
@@ -384,7 +384,9 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
     for spec in _list(resolved.get("success_criteria")):
         if isinstance(spec, dict):
             configured.setdefault((spec.get("type"), spec.get("description")), spec)
-    specs, results, ids = [], [], {}
+    specs: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    ids: dict[str, Any] = {}
     seen: dict[str, int] = {}
     for res in _list(task.get("success_criteria_results")):
         if not isinstance(res, dict):
@@ -691,7 +693,7 @@ class _Context:
         return ctx
 
 
-def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str, str, int, str]:
+def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str, str, str, int]:
     """(run_id, experiment, variant, task folder name, replicate) of one task.json."""
     folder = os.path.dirname(os.path.abspath(path))
     name = os.path.basename(folder)
@@ -771,4 +773,3 @@ def task_json_source(path: str, label: str, key_prefix: Optional[str]) -> Source
                    _holder_name(label))
 
 
-register_folder_reader(is_coder_eval_folder, coder_eval_sources)

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import orjson
 
-from .sources import Source, join_label, key_for, read_json_document, register_folder_reader
+from .sources import Source, join_label, key_for, read_json_document
 
 PEEK_LINES = 8
 PEEK_LINE_BYTES = 4 * 1024 * 1024
@@ -73,7 +73,8 @@ def _criteria(task_meta: Any, task_result: Any) -> tuple[list[dict[str, Any]], l
             cid = str(spec.get("id") or spec.get("name") or f"criterion-{i + 1}")
             specs.append({"id": cid, "type": spec.get("type"), "description": spec.get("description"),
                           "stop_when": None, "gating": spec.get("gating", True) is not False,
-                          "pass_threshold": spec.get("pass_threshold", 0.9) if isinstance(spec.get("pass_threshold"), (int, float)) else 0.9})
+                          "pass_threshold": (spec.get("pass_threshold", 0.9)
+                                             if isinstance(spec.get("pass_threshold"), (int, float)) else 0.9)})
         elif isinstance(spec, str):
             specs.append({"id": f"criterion-{i + 1}", "type": None, "description": spec})
     for i, res in enumerate(_dig(task_result, "criteria") or []):
@@ -233,4 +234,3 @@ def _size(path: str) -> int:
         return 0
 
 
-register_folder_reader(is_qitos_folder, qitos_sources)

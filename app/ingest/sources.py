@@ -112,15 +112,13 @@ def _file_source(path: str, label: str, key: Optional[str] = None) -> Source:
 
 #: Folder layouts other than plain JSONL: (detect(folder) -> bool, sources(folder, label, key_prefix)).
 FolderReader = tuple[Callable[[str], bool], Callable[[str, str, Optional[str]], list[Source]]]
-FOLDER_READERS: list[FolderReader] = []
 
 
-def register_folder_reader(detect: Callable[[str], bool], make: Callable[[str, str, Optional[str]], list[Source]]) -> None:
-    """Teach discovery a new folder layout."""
-    FOLDER_READERS.append((detect, make))
+def walk_folder(root: str, label_root: str, key_prefix: Optional[str], out: Discovery) -> None:
+    """The sources of a folder: a layout one of the readers knows (app/ingest/readers.py),
+    else its trace files and sub-folders, recursively."""
+    from .readers import FOLDER_READERS  # the readers build on this module's Source
 
-
-def _walk(root: str, label_root: str, key_prefix: Optional[str], out: Discovery) -> None:
     for detect, make in FOLDER_READERS:
         if detect(root):
             out.sources.extend(make(root, label_root, key_prefix))
@@ -134,7 +132,7 @@ def _walk(root: str, label_root: str, key_prefix: Optional[str], out: Discovery)
         label = f"{label_root.rstrip('/')}/{entry.name}" if label_root else entry.name
         try:
             if entry.is_dir(follow_symlinks=False):
-                _walk(entry.path, label, key_prefix, out)
+                walk_folder(entry.path, label, key_prefix, out)
             elif entry.is_file() and is_trace_file(entry.name):
                 key = f"{key_prefix}{label}" if key_prefix else None
                 out.sources.append(_file_source(entry.path, label, key))
@@ -179,7 +177,7 @@ SUMMARY_JSON = ("run.json", "experiment.json", "variant.json")
 def _add(path: str, label: str, key_prefix: Optional[str], out: Discovery) -> None:
     before = (len(out.sources), len(out.errors))
     if os.path.isdir(path):
-        _walk(path, label, key_prefix, out)
+        walk_folder(path, label, key_prefix, out)
     elif path.lower().endswith(".zip"):
         from .archives import zip_sources
 

@@ -20,10 +20,10 @@ from sqlalchemy.engine import Connection, Engine
 from qita.engine.critic import ACTION_RANK, effective_action
 
 from .. import derive
-from . import pg_bulk
-from ..models import RUNS, STEPS, CRITICS, EVENTS, CRITERIA, EARLY, RUN_TAGS as TAGS
+from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS
+from ..models import RUN_TAGS as TAGS
 from ..previews import preview_for
-
+from . import pg_bulk
 
 #: Old stop-reason spellings and what they mean today (the original stays visible).
 LEGACY_STOP_REASONS = {"final_result": "final"}
@@ -407,7 +407,7 @@ class Applier:
 
     # -- the batch -----------------------------------------------------------------------
     def apply(self, conn: Connection, items: list[tuple[dict[str, Any], Optional[bytes], str, int]], *,
-              source_format: str = "qita", closed: bool = False) -> tuple[set[str], set[str], list[tuple[str, int, str]]]:
+              source_format: str = "qita", closed: bool = False) -> tuple[set[str], set[str], list[tuple[str, int, str, str]]]:
         """Apply `(record, raw line, file label, line number)` items in `conn`'s transaction.
 
         Returns (touched run ids, created run ids, warnings as (file, line, message, run id)).

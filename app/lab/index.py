@@ -30,9 +30,9 @@ from sqlalchemy import and_, delete, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
-from ..queries.comparison import rows_of
 from ..jsontext import column_value
 from ..models import CRITERIA, LAB_DECISIONS, LAB_RUNS, RUNS, STEPS
+from ..queries.comparison import rows_of
 from .state import RunState, pack_series, run_state
 
 log = logging.getLogger("qita.lab")

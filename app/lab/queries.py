@@ -14,9 +14,9 @@ import orjson
 from sqlalchemy import and_, case, exists, func, select
 from sqlmodel import Session
 
-from ..queries.comparison import COLUMNS, rows_of
 from ..jsontext import column_value
 from ..models import EARLY, LAB_DECISIONS, LAB_RUNS, RUNS, STEPS
+from ..queries.comparison import COLUMNS, rows_of
 from .sim import Crit, SimRun, sim_crit
 from .state import unpack_series
 

@@ -225,8 +225,10 @@ def settle(armed: dict[str, str], crits: dict[str, Crit], rule: str) -> Optional
             return None
         deciding = min(settles, key=when)
         check = gate_settled
-    verdicts = {c.id: c.verdict for c in decided if c.at <= deciding.at}
-    return (deciding.at, deciding.id) if check(verdicts, armed) else None
+    at = deciding.at
+    assert at is not None  # `decided` holds only criteria decided at a step
+    verdicts = {c.id: c.verdict for c in decided if c.at is not None and c.at <= at}
+    return (at, deciding.id) if check(verdicts, armed) else None
 
 
 def first_over(series: Optional[Sequence[float]], cap: float) -> Optional[int]:

@@ -26,7 +26,8 @@ from ..errors import BoardError
 from ..models import RUNS
 from ..queries.cache import data_cached, data_version
 from ..queries.run_list import RunFilters, run_conditions
-from . import calibration, frontier, queries as lq, validate
+from . import calibration, frontier, validate
+from . import queries as lq
 from .index import lab_version, pending_count
 from .sim import RULES, STOP_WHEN, Policy, simulate
 

@@ -16,10 +16,10 @@ from .. import compare, diskcache, notfound
 from ..compare import Group
 from ..compare_flags import deciding_call
 from ..errors import BoardError
-from ..models import CRITERIA, CRITICS, EARLY, RUNS, STEPS, RUN_TAGS as TAGS
+from ..models import CRITERIA, CRITICS, EARLY, RUNS, STEPS
+from ..models import RUN_TAGS as TAGS
 from ..notfound import missing_groups
 from .cache import data_cached, data_version
-
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
            RUNS.c.verdict, RUNS.c.state, RUNS.c.stop_reason, RUNS.c.early_stopped, RUNS.c.steps,

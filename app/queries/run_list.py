@@ -9,13 +9,13 @@ from typing import Any, Optional
 from sqlalchemy import and_, case, exists, func, select
 from sqlmodel import Session
 
-from ..failures import failing_run_reasons, top_reasons
 from .. import search
-from ..models import RUNS, RUN_TAGS as TAGS
+from ..failures import failing_run_reasons, top_reasons
+from ..models import RUN_TAGS as TAGS
+from ..models import RUNS
 from ..overview import pass_rate
 from ..secrets import cut_text
 from .cache import data_version, store_cached
-
 
 SORTS = {
     "started": RUNS.c.started_at,

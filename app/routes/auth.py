@@ -13,8 +13,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse
 
 from ..render import respond
-from ..security import (SESSION_COOKIE, is_https, make_session, request_authorised, safe_next, security_of,
-                        session_cookie, token_matches)
+from ..security import SESSION_COOKIE, is_https, make_session, request_authorised, safe_next, security_of, session_cookie, token_matches
 
 router = APIRouter(tags=["auth"])
 

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse
 
-from ..queries.experiments import experiments_overview
 from ..deps import SessionDep
+from ..queries.experiments import experiments_overview
 from ..render import respond
 from .runs import LIST_PARAMS
 

@@ -193,7 +193,8 @@ def get_field(request: Request, session: SessionDep, row: RunDep, run_id: str, s
 @router.get("/api/runs/{run_id:runid}/field", summary="One full value of the run outside its steps")
 def get_run_field(request: Request, session: SessionDep, row: RunDep,
                   path: Annotated[str, Query(max_length=MAX_POINTER_CHARS,
-                                             description="JSON pointer: /run/meta/..., /criteria/<id>/details, /run_events/<n>/...")] = "") -> Any:
+                                             description="JSON pointer: /run/meta/..., /criteria/<id>/details, "
+                                                         "/run_events/<n>/...")] = "") -> Any:
     """The whole run-level value a page showed cut (criterion details, metadata, run events)."""
     return _field(request, session, row, step=None, path=path, event=None, missing="no such value in this run",
                   lookup=lambda pk: run_detail.get_run_field(session, run_pk=pk, pointer=path))
@@ -245,7 +246,8 @@ def run_live(request: Request, session: SessionDep, settings: SettingsDep, found
     data["live"] = {"stamp": found["stamp"], "poll_s": settings.live_poll_s}
     flagged = walk.flagged_steps(session, run_pk=pk, updated_at=updated)
     data["walk"] = {"only": kinds, **{k: flagged[k] for k in walk.KINDS}}
-    steps, total, offset = [], found["steps"], 0
+    steps: list[dict[str, Any]] = []
+    total, offset = found["steps"], 0
     if after is not None:
         where = {"run_pk": pk, "updated_at": updated, "kinds": kinds}
         offset = walk.position_of(session, **where, step=after + 1)

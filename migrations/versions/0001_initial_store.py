@@ -1,15 +1,14 @@
 """initial store
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-30 03:00:50.734377
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-
+from alembic import op
 
 revision: str = '0001'
 down_revision: Union[str, None] = None

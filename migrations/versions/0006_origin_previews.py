@@ -10,7 +10,6 @@ from typing import Sequence, Union
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = '0006'
 down_revision: Union[str, None] = '0004'
 branch_labels: Union[str, Sequence[str], None] = None

@@ -9,7 +9,6 @@ from typing import Sequence, Union
 import sqlalchemy as sa
 from alembic import op
 
-
 revision: str = '0007'
 down_revision: Union[str, None] = '0006'
 branch_labels: Union[str, Sequence[str], None] = None

@@ -8,10 +8,9 @@ Revises: 0009
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-
+from alembic import op
 
 revision: str = '0010'
 down_revision: Union[str, None] = '0009'

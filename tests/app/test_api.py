@@ -9,9 +9,9 @@ import pytest
 from qita_board.urls import decode_run_id, encode_run_id
 from tests.conftest import write_jsonl
 
-pytestmark = pytest.mark.both_backends
-
 from .test_ingest import EXAMPLE
+
+pytestmark = pytest.mark.both_backends
 
 ODD_IDS = [
     "plain",

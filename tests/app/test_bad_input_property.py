@@ -6,7 +6,9 @@ import itertools
 import json
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from qita_board.ingest.lines import check_record, parse_line

@@ -240,8 +240,8 @@ def test_comparisons_are_warmed_before_the_first_visitor(settings, grp, monkeypa
     from fastapi.testclient import TestClient
     from sqlmodel import Session
 
-    from qita_board.queries import comparison
     from qita_board.main import create_app
+    from qita_board.queries import comparison
 
     app = create_app(settings)
     with TestClient(app, base_url="http://127.0.0.1") as c:
@@ -262,8 +262,8 @@ def test_a_restarted_board_reads_the_comparison_from_disk(settings, grp, monkeyp
     from fastapi.testclient import TestClient
 
     from qita_board import diskcache
-    from qita_board.queries import cache, comparison
     from qita_board.main import create_app
+    from qita_board.queries import cache, comparison
 
     if not settings.db_url.startswith("sqlite"):
         pytest.skip("the disk cache is for SQLite files")

@@ -17,8 +17,7 @@ from qita_board.ingest import Ingestor
 from qita_board.main import create_app
 from qita_board.settings import Settings
 from qita_board.urls import encode_run_id
-from tests.app.test_secrets import (ANTHROPIC, AWS_ID, AWS_SECRET, GITHUB, GITHUB_PAT, GOOGLE, JWT, OPENAI, PEM,
-                                    SLACK)
+from tests.app.test_secrets import ANTHROPIC, AWS_ID, AWS_SECRET, GITHUB, GITHUB_PAT, GOOGLE, JWT, OPENAI, PEM, SLACK
 from tests.conftest import write_jsonl
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
-from pathlib import Path
 
 import orjson
 import pytest
@@ -374,8 +373,8 @@ def test_odd_critic_actions_are_kept_as_written_and_count_as_continue(ingest, en
 
 def test_the_board_ranks_critic_actions_with_the_run_sides_ranking():
     # one home for stop > retry > continue: the run side's table, not a copy
-    import qita_board.queries.run_detail
     import qita_board.ingest.store
+    import qita_board.queries.run_detail
     from qita.engine import critic
 
     assert qita_board.ingest.store.ACTION_RANK is critic.ACTION_RANK is qita_board.queries.run_detail.ACTION_RANK

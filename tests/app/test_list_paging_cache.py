@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
 from sqlmodel import Session
 
 from qita_board.queries import run_list

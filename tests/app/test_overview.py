@@ -3,8 +3,6 @@ are worked out by hand below, and the Wilson interval against published values."
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from sqlalchemy import text
 

@@ -15,12 +15,12 @@ import psycopg
 import pytest
 from sqlalchemy import select
 
+from bench.gen import generate
 from qita_board.db import open_database
 from qita_board.errors import BoardError
 from qita_board.ingest import Ingestor, pg_bulk
-from qita_board.models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS, SOURCES
+from qita_board.models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, SOURCES, STEPS
 from qita_board.settings import Settings
-from bench.gen import generate
 
 pytestmark = pytest.mark.postgres
 

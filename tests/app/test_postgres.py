@@ -16,10 +16,8 @@ import time
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 
 from qita_board.ingest import Ingestor
 from qita_board.main import create_app

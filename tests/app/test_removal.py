@@ -16,7 +16,6 @@ from sqlalchemy import select, text
 from qita_board.main import create_app
 from qita_board.models import RUNS
 from qita_board.removal import child_tables
-from qita_board.settings import Settings
 from tests.app.pages_traces import TS, early_run, run_records
 from tests.app.parsed_html import attrs, page, select_texts
 from tests.conftest import ROOT, write_jsonl

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-import orjson
-import pytest
 from sqlalchemy import update
 
 from qita_board.models import CriterionRow

@@ -34,7 +34,7 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx1y2z3\nq9w8e7r6t5\n----
     (f"slack {SLACK}", "slack [secret masked: slack-token …CDEF]"),
     (f"g={GOOGLE}", "g=[secret masked: google-api-key …stuv]"),
     (f"auth {JWT} x", "auth [secret masked: jwt …6789] x"),
-    (f"Authorization: Bearer abcDEF123456ghiJKL", "Authorization: Bearer [secret masked: bearer-token …iJKL]"),
+    ("Authorization: Bearer abcDEF123456ghiJKL", "Authorization: Bearer [secret masked: bearer-token …iJKL]"),
     (f"before\n{PEM}\nafter", "before\n[secret masked: private-key]\nafter"),
     ("password=hunter22 ok", "password=[secret masked: password] ok"),
     ('{"api_key": "abcd1234efgh"}', '{"api_key": "[secret masked: secret]"}'),

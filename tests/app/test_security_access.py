@@ -4,7 +4,6 @@ Secure cookie only behind a trusted https proxy, sign-in rate limit, slow reques
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from pathlib import Path
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from sqlmodel import Session
 
 from qita_board.main import create_app
 from qita_board.settings import Settings

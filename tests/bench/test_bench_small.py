@@ -9,10 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
-import pytest
 
+from bench import gen, qitos_side, server
+from bench import ingest as ingest_bench
 from qita_board.ingest.lines import check_record
-from bench import gen, ingest as ingest_bench, qitos_side, server
 
 
 def _records(path: Path) -> list[dict]:
@@ -110,7 +110,9 @@ def test_qitos_side_by_side(qitos_runs: Path, tmp_path: Path, monkeypatch, capsy
     page = qitos_side.whole_run_page(folder).decode()
     blob = page.split("type='application/json'>", 1)[1].rsplit("</script>", 1)[0]
     data = orjson.loads(blob.replace("<\\/", "</"))
-    lines = lambda name: sum(1 for line in (folder / f"{name}.jsonl").read_bytes().splitlines() if line.strip())
+    def lines(name: str) -> int:
+        return sum(1 for line in (folder / f"{name}.jsonl").read_bytes().splitlines() if line.strip())
+
     assert len(data["steps"]) == lines("steps") and len(data["events"]) == lines("events")
     res = qitos_side.main([str(folder), "--n", "2"])
     assert res["theirs"]["bytes"] == len(page.encode()) and res["ours"]["bytes"] > 0
@@ -129,8 +131,8 @@ def test_memory_bench_runs_at_a_small_size() -> None:
 
 
 def test_hostile_set_has_a_near_miss_of_every_detector() -> None:
-    from qita_board.secrets import DETECTORS
     from bench.hostile import SIZE, near_misses
+    from qita_board.secrets import DETECTORS
 
     cases = list(near_misses())
     assert all(abs(len(text) - SIZE) <= SIZE // 50 + 64 for _name, text in cases)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from qita_board.ingest.lines import _fast_event, _fast_step, check_record
 from qita.format import RECORD_MODELS
+from qita_board.ingest.lines import _fast_event, _fast_step, check_record
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False),
                     st.text(max_size=3))

@@ -6,7 +6,6 @@ is the same as in test_hostile_pages_browser.py.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import quote
 
 import httpx
@@ -14,8 +13,7 @@ import pytest
 
 from qita_board.paths import TEMPLATES
 from qita_board.urls import encode_run_id
-from tests.browser.test_hostile_pages_browser import PAYLOADS, SERVER_PATH, Visitor, hostile_trace  # noqa: F401
-from tests.browser.test_hostile_pages_browser import hostile, visitor  # noqa: F401  (fixtures)
+from tests.browser.test_hostile_pages_browser import PAYLOADS, SERVER_PATH, Visitor, hostile, hostile_trace, visitor  # noqa: F401  # noqa: F401  (fixtures)
 from tests.conftest import write_jsonl
 
 #: One experiment, two variants, a task per payload in each: so the compare table has rows.

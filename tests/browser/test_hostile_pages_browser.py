@@ -25,7 +25,6 @@ import pytest
 from qita_board.urls import encode_run_id
 from tests.conftest import write_jsonl
 
-
 PAYLOADS = [
     "<script>window.__xss(1)</script>",
     "\"><img src=x onerror=window.__xss(2)>",

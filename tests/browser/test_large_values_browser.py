@@ -3,8 +3,6 @@ part with a link, and the link opens the whole value, masked, on its own page.""
 
 from __future__ import annotations
 
-import orjson
-
 from tests.conftest import write_jsonl
 
 KEY = "AKIAIOSFODNN7EXAMPLE"

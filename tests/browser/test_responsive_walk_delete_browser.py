@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.app.pages_traces import early_run, run_records, write_set
+from tests.app.pages_traces import run_records, write_set
 from tests.app.test_walk import walk_records
 from tests.browser.test_pages_browser import until
 from tests.conftest import write_jsonl

@@ -73,8 +73,10 @@ def test_stagnation_resets_when_the_signature_changes():
 
 def test_stagnation_with_custom_signature_fn():
     c = StagnationCriteria(max_stagnant_steps=1, signature_fn=lambda s: (s.final_result, getattr(s, "cursor", None)))
-    a = AgentState(phase="x"); a.cursor = 1
-    b = AgentState(phase="y"); b.cursor = 1  # phase differs, but the custom signature ignores it
+    a = AgentState(phase="x")
+    a.cursor = 1
+    b = AgentState(phase="y")  # phase differs, but the custom signature ignores it
+    b.cursor = 1
     assert c.should_stop(a, 1, {})[0] is False
     assert c.should_stop(b, 2, {})[:2] == (True, StopReason.STAGNATION)
 

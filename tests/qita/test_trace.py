@@ -77,7 +77,7 @@ def test_lines_are_flushed_as_they_are_written(trace_file):
 
     class Peek(ScriptedAgent):
         def decide(self, state, observation):
-            seen.append([orjson.loads(l)["type"] for l in trace_file.read_bytes().splitlines()])
+            seen.append([orjson.loads(line)["type"] for line in trace_file.read_bytes().splitlines()])
             return super().decide(state, observation)
 
     with TraceWriter(trace_file, "r") as w:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from qita.live import replay_live_verdicts
 from qita_board.ingest.coder_eval import live_parameters
 from qita_board.lab.state import step_tool_calls
 from qita_board.models import CRITERIA, RUNS, STEPS
-from qita.live import replay_live_verdicts
 
 SHARED = Path(__file__).resolve().parents[4] / "shared" / "traces" / "coder_eval-runs"
 RESULTS = next(iter(sorted(SHARED.glob("*/run.json"))), None)

@@ -9,13 +9,13 @@ import orjson
 from sqlalchemy import select
 from sqlmodel import Session
 
+from qita import CommandExecuted, Engine, FinalAnswerContains, SkillTriggered, TraceWriter
+from qita.agents import ScriptedAgent
 from qita_board.lab.index import index_pending, pending_count
 from qita_board.lab.queries import load_runs
 from qita_board.lab.sim import Policy, simulate
 from qita_board.lab.state import unpack_series
 from qita_board.models import LAB_DECISIONS, LAB_RUNS, RUNS
-from qita import CommandExecuted, Engine, FinalAnswerContains, SkillTriggered, TraceWriter
-from qita.agents import ScriptedAgent
 from tests.conftest import write_jsonl
 
 

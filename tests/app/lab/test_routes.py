@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from qita_board.settings import Settings
 from qita.demo import EXPERIMENT, run_demo
 from qita.live import live_capabilities
+from qita_board.settings import Settings
 from tests.app.lab.test_validate import wait_indexed
 from tests.app.parsed_html import attrs, one, page, select_texts, texts_of_class
 from tests.conftest import write_jsonl
