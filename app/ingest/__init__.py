@@ -36,6 +36,11 @@ from .store import Applier
 ProgressFn = Callable[[int], None]
 
 
+class _CommitFailed(Exception):
+    """A batch's commit raised one of the reading errors' types (ENTRY_ERRORS), inside the
+    read loop: carried past its handlers so it is not reported as a stream error."""
+
+
 class Stopped(Exception):
     """The ingest was told to stop (cancel, time budget, a stop signal): the batch being
     built was not written; every batch before it was, with its file offset."""
@@ -378,12 +383,20 @@ class Ingestor:
                 consumed_offset, consumed_line = item.end, item.line
                 digest = hasher.copy()
                 if len(batch) >= self.settings.batch_lines:
-                    self._commit(src, report, batch, source_values(False), closed=closed, run_warnings=run_warnings)
+                    try:
+                        self._commit(src, report, batch, source_values(False), closed=closed, run_warnings=run_warnings)
+                    except ENTRY_ERRORS as exc:
+                        # Not a reading error: carried past the handlers below, which are
+                        # for the stream (a ValueError from the writer is not "cannot decompress").
+                        raise _CommitFailed() from exc
                     batch = []
                     run_warnings = {}
                     if self.progress and not gz:
                         self.progress(consumed_offset - reported)
                         reported = consumed_offset
+        except _CommitFailed as exc:
+            # the batch was rolled back; the error is the writer's, raised as it was
+            raise exc.__cause__ from None
         except LimitExceeded as exc:
             # A limit of the stream, not of a line: named by file only.
             report.errors.append(IngestIssue(src.label, None, str(exc)))

@@ -493,3 +493,27 @@ def test_tool_calls_are_the_dispatched_actions_unless_the_run_end_counts_them(in
     assert run_row(engine, "summed")["tool_calls"] == 6
     assert run_row(engine, "none")["tool_calls"] is None
     assert run_row(engine, "open")["tool_calls"] is None  # counted once the run has ended
+
+
+def test_an_error_while_writing_a_batch_is_not_reported_as_a_stream_error(ingest, engine, tmp_path, monkeypatch):
+    # A ValueError raised by the writer is not "cannot decompress", and the batch it broke is
+    # not committed a second time: the error comes out as it was, and nothing is stored.
+    from qita_board.ingest.store import Applier
+
+    path = write_jsonl(tmp_path / "t.jsonl", [start(f"r{i}") for i in range(120)])  # three batches of 50
+
+    calls = []
+    real = Applier.apply
+
+    def broken(self, conn, items, **kw):
+        calls.append(len(items))
+        if len(calls) == 1:  # the first batch fails; a second try would succeed
+            raise ValueError("writer bug")
+        return real(self, conn, items, **kw)
+
+    monkeypatch.setattr(Applier, "apply", broken)
+    with pytest.raises(ValueError, match="writer bug"):
+        ingest(path)
+    assert calls == [50]  # stopped at the failed batch, which was not tried again
+    assert scalar(engine, "select count(*) from runs") == 0
+    assert scalar(engine, "select count(*) from ingest_sources") == 0
