@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -49,9 +51,28 @@ def test_list_filters_are_indexed(engine):
         assert col in indexed, col
 
 
+def clean_copy(dest: Path) -> Path:
+    """The checkout's files without what builds leave behind (a stale build/ folder would put
+    modules that no longer exist into the wheel): the tracked files, else the tree without
+    build products."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, timeout=60)
+    if listed.returncode == 0 and listed.stdout:
+        for name in filter(None, listed.stdout.decode().split("\0")):
+            src = ROOT / name
+            if src.is_file():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / name)
+    else:
+        shutil.copytree(ROOT, dest, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__"))
+    return dest
+
+
 def test_a_plain_install_ships_every_module_templates_static_and_migrations_and_no_app_package(tmp_path):
     out = tmp_path / "wheel"
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+    src = clean_copy(tmp_path / "src")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     names = zipfile.ZipFile(next(out.glob("*.whl"))).namelist()

@@ -25,9 +25,9 @@ def test_upload_zip_then_compare_then_pair(live_server, page, tmp_path):
     assert headline.inner_text() == ("Verdicts identical on 3 of 4 paired runs (3 tasks), 1 not graded left out: "
                                      "agreement 75% (95% CI 30%–95%); "
                                      "smoke used 61% fewer steps, 59% fewer tokens and 64% less agent time.")
-    # two bars per recorded measure: steps, tokens, cost, agent time, end to end (these
-    # traces record no tool-call count)
-    assert page.locator("svg.bars rect").count() == 10
+    # two bars per recorded measure: steps, tool calls (these traces' run_end does not count
+    # them: the steps' actions are counted), tokens, cost, agent time, end to end
+    assert page.locator("svg.bars rect").count() == 12
 
     page.get_by_label("disagreements only").check()
     # polled from here: the board's CSP forbids the eval that wait_for_function needs
