@@ -396,7 +396,9 @@ class Ingestor:
                         reported = consumed_offset
         except _CommitFailed as exc:
             # the batch was rolled back; the error is the writer's, raised as it was
-            raise exc.__cause__ from None
+            cause = exc.__cause__
+            assert cause is not None  # raised only `from` the writer's error
+            raise cause from None
         except LimitExceeded as exc:
             # A limit of the stream, not of a line: named by file only.
             report.errors.append(IngestIssue(src.label, None, str(exc)))
