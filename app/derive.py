@@ -148,7 +148,8 @@ def update_run(conn: Connection, pk: int, values: dict[str, Any]) -> None:
 #: The run's own columns `recompute_run` reads (and app.search indexes).
 _RECOMPUTE_COLUMNS = tuple(RUNS.c[name] for name in ("end_record", "has_end", "started_at", "ended_at",
                                                       "early_stop_enabled", "closed", "last_seen_at",
-                                                      "verdict_recorded", *search.RUN_FIELDS))
+                                                      "verdict_recorded", *search.RUN_FIELDS,
+                                                      *(f for f in search.RUN_DATA_FIELDS if f != "end_record")))
 
 
 _PK = bindparam("pk", type_=Integer())

@@ -5,7 +5,9 @@ pages mask it (app.secrets) before it is stored: a query can then never match in
 value that is shown masked, so search is no oracle for secrets (the raw columns, which
 still hold them, are never searched). What a run is found by:
 
-- its run id, task id, objective, final result, stop detail and verdict reason;
+- its run id, task id, experiment, variant, model, objective, final result, stop detail
+  and verdict reason, and the strings of its metadata and end record (an experiment's
+  description, an error message), masked by key;
 - every critic's reason and action (`q=returncode` finds the run whose critic said so);
 - every step's tool names and error texts (`app.step_failures.step_errors`).
 
@@ -30,11 +32,15 @@ from sqlalchemy import and_, column, exists, func, literal_column, select, table
 from sqlalchemy.engine import Connection
 
 from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_SEARCH_TABLE, RUNS, STEPS
-from .secrets import cut_point, mask_text
+from .secrets import cut_point, mask_data, mask_text
 from .step_failures import MAY_FAIL, step_errors
 
 #: The run's own fields that search finds it by.
-RUN_FIELDS = ("run_id", "task_id", "objective", "final_result", "stop_detail", "verdict_reason")
+RUN_FIELDS = ("run_id", "task_id", "experiment", "variant", "model", "objective", "final_result", "stop_detail",
+              "verdict_reason")
+#: JSON columns whose top-level strings search finds a run by: its metadata (e.g. coder_eval's
+#: experiment description) and its end record (e.g. an error message), masked by key.
+RUN_DATA_FIELDS = ("meta", "end_record")
 #: How much of one text is searchable: a page shows 2,000 characters of an objective.
 TEXT_CHARS = 4096
 #: Trigrams need three characters; a shorter q uses the LIKE alone.
@@ -127,6 +133,11 @@ def index_run(conn: Connection, pk: int, run: Any) -> None:
                 lines[_cut(value)] = None
         last_step = sid
     texts = [searchable(run[name]) for name in RUN_FIELDS]
+    for name in RUN_DATA_FIELDS:
+        data = run.get(name) if hasattr(run, "get") else None
+        if isinstance(data, dict) and data:
+            # masked by where each value lives (a `password` key's value whatever it looks like)
+            texts += [searchable(v) for v in mask_data(data).values() if isinstance(v, str)]
     if lines:
         texts.append(mask_text("\n".join(lines)))
     # NUL removed, as the store does (PostgreSQL's text refuses it; a step may hold \u0000)

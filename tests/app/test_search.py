@@ -35,7 +35,10 @@ def runs(tmp_path, ingest):
          "critic_outputs": [{"critic": "verifier", "action": "retry", "reason": "pytest returncode was 1"}]},
         {"type": "step", "run_id": "walker", "step": 1,
          "tool_invocations": [{"tool_name": "open_browser_tab", "status": "ok"}]},
-        {"type": "run_end", "run_id": "walker", "status": "completed", "stop_reason": "final"},
+        {"type": "run_end", "run_id": "walker", "status": "completed", "stop_reason": "final",
+         "error_message": "sandbox quota exhausted"},
+        {"type": "run_start", "run_id": "described", "experiment": "exp-blue", "variant": "smoke", "model": "model-kappa",
+         "metadata": {"experiment_description": "early stopping flavour", "password": "plainwordsecret"}},
     ])
     assert ingest(path).ok
 
@@ -48,6 +51,10 @@ def test_critic_reasons_tool_names_and_error_texts_are_searchable(runs, client):
     assert found(client, "zebra") == {"walker"}  # an action result's error
     assert found(client, "fix the") == {"walker"}
     assert found(client, "deploy") == {"leaky"}
+    assert found(client, "quota exhausted") == {"walker"}  # the end record's error message
+    assert found(client, "stopping flav") == {"described"}  # metadata: coder_eval's experiment description
+    assert found(client, "exp-blue") == found(client, "model-kap") == {"described"}
+    assert found(client, "plainword") == set()  # a value under a secret key, masked by where it lives
 
 
 def test_no_query_reads_a_masked_secret(runs, client):
@@ -59,7 +66,7 @@ def test_no_query_reads_a_masked_secret(runs, client):
         # the next character after a known prefix is never told apart either
         assert all(found(client, secret[:4] + c) == set() for c in string.ascii_uppercase + string.digits)
     # the mask itself is what the page shows, so it may be found
-    assert found(client, "secret masked") == {"leaky"}
+    assert found(client, "secret masked") == {"leaky", "described"}
     assert found(client, "login failed for") == {"leaky"}  # the error text around it is found
 
 
