@@ -249,8 +249,6 @@ class IngestSource(SQLModel, table=True):
     size: int = Field(default=0, sa_type=BigInteger)
     mtime: Optional[float] = None
     content_hash: Optional[str] = Field(default=None, max_length=64)
-    head_hash: Optional[str] = Field(default=None, max_length=64)
-    tail_hash: Optional[str] = Field(default=None, max_length=64)
     offset: int = Field(default=0, sa_type=BigInteger)
     lines: int = Field(default=0, sa_type=BigInteger)
     updated_at: Optional[datetime] = None
