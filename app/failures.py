@@ -6,9 +6,13 @@ the runs list and the experiments overview count.
   (it stopped early) only the armed ones; otherwise every gating criterion the run
   declared. A failing run's reasons are its gating criteria that failed
   ("criterion X failed"); a failing run with none (its verdict was recorded by the run,
-  or it errored) is counted under how it ended: its stop detail, else its stop reason.
+  or it errored) is counted under the reason the run gave for its verdict
+  (`run_end.verdict_reason`, e.g. coder_eval's "failed: token budget exceeded"), else
+  how it ended: its stop detail, else its stop reason.
 - A stop detail such as "final_result is set" says how a run ended, not why it failed:
-  it is only a reason when no criterion explains the failure.
+  it is only a reason when neither a criterion nor the run's own verdict reason explains
+  the failure. (A coder_eval run over its token budget that stopped early on a passing
+  criterion has that criterion's details as its stop detail: not why it failed.)
 """
 
 from __future__ import annotations
@@ -73,11 +77,14 @@ def failing_criteria(criteria: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
-                stop_detail: Optional[str]) -> list[dict[str, Any]]:
-    """A failing run's reasons: each failing criterion, else how the run ended."""
+                stop_detail: Optional[str], verdict_reason: Optional[str] = None) -> list[dict[str, Any]]:
+    """A failing run's reasons: each failing criterion, else the run's own reason for its
+    verdict, else how the run ended."""
     failed = failing_criteria(criteria)
     if failed:
         return [{"reason": f"criterion {c['id']} failed", "criterion": c["id"], "stop_reason": None} for c in failed]
+    if verdict_reason:
+        return [{"reason": verdict_reason, "criterion": None, "stop_reason": stop_reason}]
     if stop_detail:
         return [{"reason": stop_detail, "criterion": None, "stop_reason": stop_reason}]
     from .present import stop_reason_info
@@ -87,10 +94,11 @@ def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
     return [{"reason": text, "criterion": None, "stop_reason": stop_reason}]
 
 
-def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: Optional[str]) -> list[dict[str, Any]]:
+def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: Optional[str],
+                verdict_reason: Optional[str]) -> list[dict[str, Any]]:
     if failed_ids:
         return [{"reason": f"criterion {c} failed", "criterion": c, "stop_reason": None} for c in failed_ids]
-    return run_reasons([], stop_reason=stop_reason, stop_detail=stop_detail)
+    return run_reasons([], stop_reason=stop_reason, stop_detail=stop_detail, verdict_reason=verdict_reason)
 
 
 def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str, Any]]:
@@ -101,15 +109,15 @@ def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str,
     where = [*conds, RUNS.c.verdict.in_(FAILING)]
     runs: dict[int, list[Any]] = {}
     stmt = (select(RUNS.c.id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.early_stop_enabled, RUNS.c.early_stopped,
-                   RUNS.c.stop_reason, RUNS.c.stop_detail, *[CRITERIA.c[f] for f in WEIGH_FIELDS])
+                   RUNS.c.stop_reason, RUNS.c.stop_detail, RUNS.c.verdict_reason, *[CRITERIA.c[f] for f in WEIGH_FIELDS])
             .select_from(RUNS.outerjoin(CRITERIA, CRITERIA.c.run_pk == RUNS.c.id)).where(*where)
             .order_by(RUNS.c.id, CRITERIA.c.position, CRITERIA.c.id))
     for row in session.execute(stmt):
         entry = runs.get(row[0])
         if entry is None:
-            entry = runs[row[0]] = [row[1:7], []]
-        if row[7] is not None:
-            entry[1].append(dict(zip(WEIGH_FIELDS, row[7:])))
+            entry = runs[row[0]] = [row[1:8], []]
+        if row[8] is not None:
+            entry[1].append(dict(zip(WEIGH_FIELDS, row[8:])))
     if not runs:
         return []
     armed: dict[int, Any] = {}
@@ -117,12 +125,12 @@ def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str,
         armed = {pk: a for pk, a in session.execute(
             select(EARLY.c.run_pk, EARLY.c.armed_criteria).where(EARLY.c.run_pk.in_(select(RUNS.c.id).where(*where))))}
     out = []
-    for pk, ((experiment, variant, enabled, stopped, stop_reason, stop_detail), rows) in runs.items():
+    for pk, ((experiment, variant, enabled, stopped, stop_reason, stop_detail, verdict_reason), rows) in runs.items():
         ids = armed.get(pk)
         weights = weigh(rows, early_stop_enabled=bool(enabled), early_stopped=bool(stopped),
                         armed_ids=ids if isinstance(ids, list) else None)
         failed = [r["criterion_id"] for r, weight in zip(rows, weights) if weighs_against(weight)]
-        out.append({"experiment": experiment, "variant": variant, "reasons": _reasons_of(failed, stop_reason, stop_detail)})
+        out.append({"experiment": experiment, "variant": variant, "reasons": _reasons_of(failed, stop_reason, stop_detail, verdict_reason)})
     return out
 
 

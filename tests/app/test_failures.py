@@ -104,3 +104,24 @@ def test_top_reasons_count_a_run_once_per_reason_most_first_then_by_text():
             {"reasons": [{"reason": None}]}, {"reasons": [{"reason": "c"}]}]
     assert [(r["reason"], r["count"]) for r in top_reasons(runs, limit=3)] == [("a", 2), ("b", 1), ("c", 1)]
     assert top_reasons(runs)[-1] == {"reason": None, "count": 1}
+
+
+def test_a_run_failed_by_its_recorded_verdict_is_counted_under_its_own_reason(tmp_path, ingest, client):
+    # Every criterion passed and the run stopped early on a passing one, but the run
+    # recorded a failing verdict with its reason (coder_eval's TOKEN_BUDGET_EXCEEDED): the
+    # stop detail (the passing criterion's details) is how it ended, not why it failed.
+    recs = run_records("over", stop_reason="early_stop", stop_detail="Matched 1/1 required commands",
+                       criteria=[{"id": "ran", "stop_when": "decided"}],
+                       results=[{"id": "ran", "score": 1.0, "passed": True}])
+    recs[-1].update(verdict="fail", verdict_reason="failed: token budget exceeded")
+    # a run that errored with no reason of its own is still counted under its stop detail
+    crash = run_records("crash", stop_reason="unrecoverable_error", stop_detail="process exited with code 1")
+    crash[-1].update(verdict="error")
+    assert ingest(write_jsonl(tmp_path / "v.jsonl", recs + crash)).ok
+    stats = client.get("/api/runs").json()["stats"]
+    assert stats["failing"] == 2
+    assert sorted((f["reason"], f["count"]) for f in stats["top_failures"]) == [
+        ("failed: token budget exceeded", 1), ("process exited with code 1", 1)]
+    variants = client.get("/api/experiments").json()["experiments"][0]["variants"]
+    assert sorted(r["reason"] for r in variants[0]["failure_reasons"]) == [
+        "failed: token budget exceeded", "process exited with code 1"]
