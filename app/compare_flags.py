@@ -60,7 +60,9 @@ def step_calls(record: Any) -> list[dict[str, Any]]:
         calls.append({"name": str(action.get("name")) if action.get("name") is not None else "tool",
                       "summary": _short(action.get("args")), "call_index": index if isinstance(index, int) else None,
                       "status": status if isinstance(status, str) else None, "exit_code": code,
-                      "error": _short(error, 200), "failed": bool(failed), "position": i})
+                      "error": _short(error, 200), "failed": bool(failed), "position": i,
+                      # why the call has no result, when the reader knows (a call cut by the stop)
+                      "note": _short(res.get("note"), 200)})
     return calls
 
 

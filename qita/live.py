@@ -25,6 +25,9 @@ from .format import LIVE_VERDICTS
 
 #: `status` values of a recorded tool call that mean it failed (anything else is not an error by itself).
 ERROR_STATUSES = frozenset({"error", "failed", "failure", "timeout", "cancelled"})
+#: Statuses of a recorded call whose result nobody saw (coder_eval's "unknown": issued, never
+#: run): neither failed nor succeeded, so a `require_success` criterion does not count it.
+NO_RESULT_STATUSES = frozenset({"unknown", "not_run", "pending"})
 
 
 @dataclass(frozen=True)
@@ -192,18 +195,25 @@ def tool_call_from_data(call: ToolCallData, index: int, step: int) -> ToolCall:
     `name` may also be spelled `tool_name`, `args` `parameters`, `status` `result_status`,
     `error` `error_message`, `exit_code` `returncode` (the spellings of QitOS's
     `tool_invocations` and coder_eval's `commands`). The call failed when `ok` is false,
-    `error` is set, or `status` is one of `ERROR_STATUSES`; whether it failed matters only
-    to criteria with `require_success`.
+    `error` is set, or `status` is one of `ERROR_STATUSES`; it has no result (neither failed
+    nor succeeded) when `status` is one of `NO_RESULT_STATUSES`; whether it succeeded
+    matters only to criteria with `require_success`.
     """
     name = call.get("name", call.get("tool_name"))
     args = call.get("args", call.get("parameters"))
     error = call.get("error", call.get("error_message"))
     status = call.get("status", call.get("result_status"))
-    failed = call.get("ok") is False or bool(error) or (isinstance(status, str) and status.lower() in ERROR_STATUSES)
     code = call.get("exit_code", call.get("returncode"))
+    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    # A call recorded without a result (issued, never seen to run) did not fail, nor
+    # succeed; the text beside it (coder_eval's "no result observed") says only that.
+    unseen = isinstance(status, str) and status.lower() in NO_RESULT_STATUSES and code is None \
+        and call.get("ok") is not False
+    failed = not unseen and (call.get("ok") is False or bool(error)
+                             or (isinstance(status, str) and status.lower() in ERROR_STATUSES))
     return ToolCall(index=index, step=step, name="" if name is None else str(name), args=args,
-                    status="error" if failed else "ok", error=None if error is None else str(error),
-                    exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None)
+                    status="error" if failed else ("unknown" if unseen else "ok"), error=None if error is None else str(error),
+                    exit_code=code)
 
 
 @dataclass

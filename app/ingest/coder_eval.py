@@ -221,12 +221,26 @@ def _turns(iteration: dict[str, Any]) -> list[tuple[Optional[dict[str, Any]], li
     return list(zip(messages, calls))
 
 
+def _not_run(command: dict[str, Any]) -> bool:
+    """A call coder_eval saw issued but never saw run: `result_status` "unknown", no
+    execution times. Its `error_message` ("no result observed") is the harness's telemetry
+    note, not the call's error: an early stop latches on a call's start, so the deciding
+    call of every early-stopped run is one of these."""
+    return (command.get("result_status") in (None, "unknown") and not command.get("execution_started_at")
+            and not command.get("execution_completed_at") and _exit_code(command) is None)
+
+
 def _action_result(command: dict[str, Any], note: Optional[str]) -> dict[str, Any]:
+    not_run = _not_run(command)
     result: dict[str, Any] = {"status": command.get("result_status"), "exit_code": _exit_code(command),
-                              "output": command.get("result_summary"), "error": command.get("error_message"),
+                              "output": command.get("result_summary"),
+                              "error": None if not_run else command.get("error_message"),
                               "duration_ms": _num(command.get("duration_ms"))}
     if command.get("result_data") is not None:
         result["data"] = command.get("result_data")
+    if not_run:
+        said = _str(command.get("error_message"))
+        note = "; ".join(p for p in (said, note) if p) or "no result observed"
     if note:
         result["note"] = note
     return result
@@ -262,7 +276,8 @@ def task_steps(run_id: str, task: dict[str, Any]) -> list[dict[str, Any]]:
                 actions.append({"name": _str(c.get("tool_name")) or "tool", "args": c.get("parameters")})
                 results.append(_action_result(c, note))
                 invocations.append({"tool_name": _str(c.get("tool_name")) or "tool", "status": c.get("result_status"),
-                                    "error": c.get("error_message"), "latency_ms": _num(c.get("duration_ms")),
+                                    "error": None if _not_run(c) else c.get("error_message"),
+                                    "latency_ms": _num(c.get("duration_ms")),
                                     "exit_code": _exit_code(c), "call_index": call_no,
                                     "tool_id": c.get("tool_id")})
             msg = message or {}

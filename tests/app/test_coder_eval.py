@@ -179,6 +179,64 @@ def test_early_stop_lines_up_with_the_steps_shown(real, client):
 
 
 @needs_shared
+def test_a_call_coder_eval_never_saw_run_has_no_result_and_is_no_failure(real, client):
+    # coder_eval latches an early stop on a tool call's start: it records that call with
+    # result_status "unknown", no execution times and "no result observed". It did not fail.
+    unseen = 0
+    for run_id, want in real.items():
+        commands = [c for it in want["task"]["iterations"] for c in it["commands"]]
+        steps = client.get("/api/runs/" + quote(run_id, safe="") + "/steps", params={"limit": 200}).json()["data"]
+        results = [r for s in steps for r in s["record"]["action_results"]]
+        invocations = [i for s in steps for i in s["record"]["tool_invocations"]]
+        for c, r, inv in zip(commands, results, invocations, strict=True):
+            if c["result_status"] == "unknown" and c["execution_started_at"] is None:
+                unseen += 1
+                assert r["error"] is None and inv["error"] is None and r["status"] == "unknown"
+                assert r["note"].startswith(c["error_message"])
+            else:
+                assert r["error"] == c["error_message"]
+        errors = client.get("/api/runs/" + quote(run_id, safe="") + "/steps",
+                            params={"limit": 200, "only": "errors"})
+        if errors.status_code == 200:
+            flagged = {s["step"] for s in errors.json()["data"]}
+            # only steps holding a call coder_eval saw fail, or a crashed iteration's last turn
+            failing = any(c["result_status"] == "error" for c in commands) or want["status"] == "ERROR"
+            assert bool(flagged) == failing, run_id
+    assert unseen >= sum(1 for w in real.values() if w["early_stop"])
+
+
+@needs_shared
+def test_compare_flags_on_the_real_experiment_equal_a_hand_reading(real, client):
+    # Worked out from the task.json files: a smoke run that stopped early and passed is a
+    # premature pass for each gating criterion that failed in its e2e pair while it was not
+    # failing (advisory, or armed and undecided) in smoke; no deciding call failed (every
+    # deciding call is one coder_eval never saw run).
+    by_key = {(w["variant"], w["task_id"], w["replicate"]): w for w in real.values()}
+    want: dict[tuple[str, int], set[str]] = {}
+    for (variant, task_id, rep), a in by_key.items():
+        b = by_key.get(("e2e", task_id, rep))
+        if variant != "smoke" or b is None:
+            continue
+        flagged: set[str] = set()
+        if a["early_stop"] and a["verdict"] == "pass":
+            failed_a = {f"{c['criterion_type']}: {c['description']}" for c in a["task"]["success_criteria_results"]
+                        if c["score"] < c["pass_threshold"]}
+            deciding = f"{a['early_stop']['deciding_criterion_type']}: {a['early_stop']['deciding_criterion_description']}"
+            for c in b["task"]["success_criteria_results"]:
+                cid = f"{c['criterion_type']}: {c['description']}"
+                if c["gating"] and c["score"] < c["pass_threshold"] and cid not in failed_a and cid != deciding:
+                    flagged.add(f"premature_pass:{cid}")
+        want[(task_id, rep)] = flagged
+    exp = json.loads((RESULTS.parent / "experiment.json").read_text())
+    data = client.get("/api/compare", params={"experiment": exp["experiment_id"], "a": "smoke", "b": "e2e"}).json()
+    got = {(p["task_id"], p["replicate"]): {f"{f['kind']}:{f.get('criterion', '')}".rstrip(":") for f in p["flags"]}
+           for p in data["pairs"]}
+    assert got == want
+    assert any(want.values())  # the experiment has a premature pass to find (t03: pushed in e2e)
+    assert "deciding_call_failed" not in data["summary"]["flags"]
+
+
+@needs_shared
 def test_a_crashed_run_is_an_error_with_its_retried_iterations_shown(real, client):
     crashed = {rid: w for rid, w in real.items() if w["status"] == "ERROR"}
     assert crashed

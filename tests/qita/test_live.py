@@ -159,6 +159,21 @@ def test_recorded_call_data_maps_to_tool_calls():
     assert (call.name, call.args, call.index, call.step, call.succeeded) == ("Bash", {"command": "pytest"}, 3, 1, True)
 
 
+def test_a_recorded_call_without_a_result_neither_failed_nor_succeeded():
+    # coder_eval's record of a call it saw issued but never saw run (the call an early stop latched on)
+    unseen = {"tool_name": "Bash", "parameters": {"command": "pytest -q"}, "result_status": "unknown",
+              "error_message": "no result observed", "execution_started_at": None}
+    call = tool_call_from_data(unseen, 1, 0)
+    assert call.status == "unknown" and not call.succeeded
+    # an exit code, ok: false or a failing status is a result: those still fail
+    assert tool_call_from_data({**unseen, "exit_code": 1}, 1, 0).status == "error"
+    assert tool_call_from_data({**unseen, "ok": False}, 1, 0).status == "error"
+    specs = [{"id": "ran", "type": "command_executed", "pattern": "pytest"},
+             {"id": "green", "type": "command_executed", "pattern": "pytest", "require_success": True}]
+    # counted as issued; never as a success
+    assert replay_live_verdicts([[unseen]], specs).steps == [{"ran": "pass", "green": "undecided"}]
+
+
 def test_command_filters_tool_success_and_exclusions():
     steps = [[{"tool_name": "Bash", "parameters": {"command": "pytest -q"}, "exit_code": 1}],
              [{"name": "shell", "args": {"cmd": "pytest --collect-only"}, "exit_code": 0}],
