@@ -435,20 +435,32 @@ def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
     return text[0].upper() + text[1:] + "."
 
 
+def change_text(saved_pct: Optional[float]) -> str:
+    """A saving shown as the change from b to a: 36% saved is "−36%", 12% more is "+12%"."""
+    if saved_pct is None:
+        return "—"
+    change = round(-saved_pct)
+    return f"−{-change}%" if change < 0 else (f"+{change}%" if change > 0 else "0%")
+
+
 def bars(summary: dict[str, Any], *, width: int = 320) -> list[dict[str, Any]]:
-    """Geometry of the savings bars (one pair of bars per measure), scaled to the larger side."""
+    """Geometry of the savings bars (one pair of bars per measure), scaled to the larger side;
+    the change and its interval in the same sign (a saving of 18–54% is a change of −54…−18%)."""
     out = []
     for name, _col, label in MEASURES:
         m = summary[name]
         if m["a"] is None or m["b"] is None:
             out.append({"name": name, "label": label, "a": None, "b": None, "wa": 0, "wb": 0,
-                        "saved_pct": None, "low": None, "high": None, "pairs": 0, "missing": m["missing"]})
+                        "saved_pct": None, "low": None, "high": None, "pairs": 0, "missing": m["missing"],
+                        "change": "—", "change_ci": None})
             continue
         top = max(m["a"], m["b"], 0) or 1
+        low, high = m.get("low"), m.get("high")
         out.append({"name": name, "label": label, "a": m["a"], "b": m["b"],
                     "wa": max(0, round(width * m["a"] / top)), "wb": max(0, round(width * m["b"] / top)),
-                    "saved_pct": m["saved_pct"], "low": m.get("low"), "high": m.get("high"),
-                    "pairs": m["pairs"], "missing": m["missing"]})
+                    "saved_pct": m["saved_pct"], "low": low, "high": high,
+                    "pairs": m["pairs"], "missing": m["missing"], "change": change_text(m["saved_pct"]),
+                    "change_ci": None if low is None else f"{change_text(high)}…{change_text(low)}"})
     return out
 
 

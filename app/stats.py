@@ -24,6 +24,10 @@ import numpy as np
 from scipy import stats as _sp
 
 CONFIDENCE = 0.95
+#: Pairs a saving needs for an interval. With two, t has one degree of freedom and the
+#: interval is either enormous or, when both pairs saved the same share, of width zero:
+#: neither says anything about how sure the figure is.
+MIN_PAIRS_CI = 3
 
 
 def wilson(k: int, n: int, *, confidence: float = CONFIDENCE) -> Optional[dict[str, float]]:
@@ -64,7 +68,10 @@ def ratio_saving(a: Sequence[float], b: Sequence[float], *, confidence: float = 
 
     Delta method for R = mean(a) / mean(b): Var(R) ~ var(a_i - R b_i) / (n mean(b)^2),
     and the interval is R -+ t(n-1) * se, turned into savings. None when there are no
-    pairs or b sums to zero; no interval (low/high None) with fewer than two pairs.
+    pairs or b sums to zero; no interval (low/high None) with fewer than MIN_PAIRS_CI
+    pairs. The measures are counts, tokens, money and time, never negative, so R >= 0
+    and no saving is above 100%: the linearised interval is cut there (on few pairs
+    it can reach past it, e.g. [-40%, 120%] on 3 pairs).
     """
     n = len(a)
     if n == 0 or n != len(b):
@@ -75,7 +82,7 @@ def ratio_saving(a: Sequence[float], b: Sequence[float], *, confidence: float = 
         return None
     r = sa / sb
     saved = 100.0 * (1.0 - r)
-    if n < 2:
+    if n < MIN_PAIRS_CI:
         return {"saved_pct": saved, "low": None, "high": None, "n": n}
     mb = sb / n
     # var(a_i - R b_i) with ddof 1: the residuals of the ratio estimator sum to zero
@@ -83,6 +90,8 @@ def ratio_saving(a: Sequence[float], b: Sequence[float], *, confidence: float = 
     se = math.sqrt(var / n) / abs(mb)
     t = _t_quantile(confidence, n - 1)
     low_r, high_r = r - t * se, r + t * se
+    if va.min() >= 0 and vb.min() >= 0:
+        low_r = max(low_r, 0.0)
     return {"saved_pct": saved, "low": 100.0 * (1.0 - high_r), "high": 100.0 * (1.0 - low_r), "n": n}
 
 

@@ -199,6 +199,34 @@ def test_page_shows_headline_matrix_bars_and_links_to_pairs(client, experiment):
     assert fragment.select("tr.pair-row.disagree")
 
 
+def test_each_bar_shows_its_change_inside_its_interval_in_one_sign(client, experiment):
+    import re
+
+    summary = client.get("/api/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"}).json()["summary"]
+    doc = page(client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"}).text)
+    shown = 0
+    assert select_texts(doc, "svg.bars text.bar-label")[0] == "steps"
+    bars = doc.select("svg.bars text.bar-saved")
+    cis = {t.find_previous("text", class_="bar-saved"): t for t in doc.select("svg.bars text.bar-ci")}
+    sign = {"−": -1, "+": 1, "": 1}
+    for saved in bars:
+        m = re.fullmatch(r"([−+]?)(\d+)%", text(saved))
+        assert m, text(saved)
+        point = sign[m.group(1)] * int(m.group(2))
+        ci = cis.get(saved)
+        if ci is None:
+            continue
+        m2 = re.fullmatch(r"CI ([−+]?)(\d+)%…([−+]?)(\d+)%", ci.find(string=True, recursive=False).strip())
+        assert m2, text(ci)
+        low, high = sign[m2.group(1)] * int(m2.group(2)), sign[m2.group(3)] * int(m2.group(4))
+        assert low <= point <= high
+        shown += 1
+    steps = summary["steps"]
+    # steps: the change is minus the saving, its interval minus the saving's, reversed
+    assert text(bars[0]) == f"−{round(steps['saved_pct'])}%"
+    assert shown >= 1
+
+
 def test_pair_view_aligns_steps_and_marks_what_smoke_did_not_run(client, experiment):
     data = client.get("/api/pair", params={"a": "s-t1-1", "b": "e-t1-1"}).json()
     assert data["a"]["run"]["run_id"] == "s-t1-1" and data["b"]["run"]["run_id"] == "e-t1-1"

@@ -105,3 +105,18 @@ def test_saving_edge_cases():
     assert stats.ratio_saving([1, 2], [0, 0]) is None
     one = stats.ratio_saving([2], [4])
     assert one == {"saved_pct": 50.0, "low": None, "high": None, "n": 1}
+    # two pairs that saved the same share: no zero-width interval claiming certainty
+    assert stats.ratio_saving([1, 2], [2, 4]) == {"saved_pct": 50.0, "low": None, "high": None, "n": 2}
+
+
+def test_no_saving_interval_reaches_past_everything_saved():
+    # three pairs, one of which used nothing: the linearised interval of R dips below 0
+    a, b = [0, 6, 1], [10, 4, 3]
+    r = sum(a) / sum(b)
+    resid = [x - r * y for x, y in zip(a, b)]
+    se = statistics.stdev(resid) / math.sqrt(3) / (sum(b) / 3)
+    t = 4.3026527297  # t(0.975, 2 df), from a t table
+    assert r - t * se < 0                                  # so the uncut interval would say > 100% saved
+    got = stats.ratio_saving(a, b)
+    assert got["high"] == 100.0
+    assert got["low"] == pytest.approx(100 * (1 - (r + t * se)), rel=1e-6)
