@@ -293,6 +293,14 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
     each pair whose a-run stopped early carries its flags.
     """
     rows_a, rows_b = list(rows_a), list(rows_b)
+    # A run in both groups (it carries both tags compared) would be paired with itself:
+    # it is left out of both sides and named.
+    ids_a = {r.get("run_id") for r in rows_a}
+    in_both = sorted(r["run_id"] for r in rows_b if r.get("run_id") in ids_a)
+    if in_both:
+        both = set(in_both)
+        rows_a = [r for r in rows_a if r.get("run_id") not in both]
+        rows_b = [r for r in rows_b if r.get("run_id") not in both]
     index_a, dup_a = index_runs(rows_a)
     index_b, dup_b = index_runs(rows_b)
     pairs = []
@@ -311,10 +319,12 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
     only_b = [_unpaired(k, index_b[k]) for k in sorted(index_b.keys() - index_a.keys())]
     summary = summarize(pairs, only_a, only_b)
     summary["mcnemar"]["reading"] = stats.mcnemar_reading(summary["mcnemar"], label_a, label_b)
+    summary["in_both"] = len(in_both)
     return {
         "summary": summary,
         "pairs": pairs,
         "unpaired": {"a": only_a, "b": only_b},
+        "in_both": in_both,
         "duplicates": {"a": dup_a, "b": dup_b},
         "replicates": replicate_figures(pairs, index_a.values(), index_b.values()),
     }

@@ -378,7 +378,9 @@ class Applier:
             self._run_pks.pop(run_id, None)
 
     def _ensure_runs(self, conn: Connection, run_ids: Iterable[str], created: set[str]) -> None:
-        missing = [r for r in set(run_ids) if r not in self._run_pks]
+        # In the order the runs first appear, so new runs are numbered (and "stored last"
+        # breaks compare's ties) as the file wrote them.
+        missing = [r for r in dict.fromkeys(run_ids) if r not in self._run_pks]
         if not missing:
             return
         for i in range(0, len(missing), 500):
@@ -413,7 +415,7 @@ class Applier:
         Returns (touched run ids, created run ids, warnings as (file, line, message, run id)).
         """
         created: set[str] = set()
-        self._ensure_runs(conn, {item[0]["run_id"] for item in items}, created)
+        self._ensure_runs(conn, [item[0]["run_id"] for item in items], created)
         batch = self.gather(items)
         batch.settle_times()
         self._write_boundaries(conn, batch, source_format)

@@ -226,6 +226,7 @@ def _comparison(session, ga: Group, gb: Group) -> tuple[dict[str, Any], dict[str
         "pairs": result["pairs"],
         "unpaired": result["unpaired"],
         "duplicates": result["duplicates"],
+        "in_both": result["in_both"],
     }
     # Kept as lists: the disk cache (app.diskcache) writes JSON, whose keys are strings.
     return public, {"rows_a": rows_a, "criteria_a": [[pk, rows] for pk, rows in criteria_a.items()]}

@@ -173,6 +173,32 @@ def test_two_experiments_and_two_tags(client, ingest, tmp_path):
         assert s["steps"]["saved_pct"] == pytest.approx(100 * 8 / 12)
 
 
+def test_a_run_with_both_tags_is_never_paired_with_itself(client, ingest, tmp_path):
+    # x1 carries both tags: comparing `fast` with `slow` would pair it with itself (1 of 1
+    # agreeing). It is left out of both sides and named; x2/y2 still pair on task t2.
+    recs = (run_records("x1", "t1", None, 0, passed=True, steps=2, tokens=20, elapsed=2, cost=0.2, tags=["fast", "slow"])
+            + run_records("x2", "t2", None, 0, passed=True, steps=2, tokens=20, elapsed=2, cost=0.2, tags=["fast"])
+            + run_records("y2", "t2", None, 0, passed=False, steps=8, tokens=80, elapsed=8, cost=0.8, tags=["slow"]))
+    assert ingest(write_jsonl(tmp_path / "both.jsonl", recs)).ok
+    data = client.get("/api/compare", params={"a_tag": "fast", "b_tag": "slow"}).json()
+    assert [(p["a"]["run_id"], p["b"]["run_id"]) for p in data["pairs"]] == [("x2", "y2")]
+    assert data["in_both"] == ["x1"] and data["summary"]["in_both"] == 1
+    assert data["summary"]["only_a"] == [] and data["summary"]["only_b"] == []
+    doc = page(client.get("/compare", params={"a_tag": "fast", "b_tag": "slow"}).text)
+    assert attrs(doc, "#in-both a.tag", "href") == ["/runs/x1"]
+
+
+def test_duplicates_started_at_the_same_moment_keep_the_one_written_last(client, ingest, tmp_path):
+    # ties of the start time go to the run stored last, which is the one the file wrote last
+    names = [f"dup-{c}" for c in "qwertyuiop"]  # not in sorted order, so a set's order would show
+    recs = [r for n in names for r in run_records(n, "t1", "smoke", 0, passed=True, steps=2, tokens=20, elapsed=2, cost=0.2)]
+    recs += run_records("e", "t1", "e2e", 0, passed=True, steps=2, tokens=20, elapsed=2, cost=0.2)
+    assert ingest(write_jsonl(tmp_path / "dups.jsonl", recs)).ok
+    data = client.get("/api/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"}).json()
+    assert data["pairs"][0]["a"]["run_id"] == names[-1]
+    assert {d["run_id"] for d in data["duplicates"]["a"]} == set(names[:-1])
+
+
 def test_unfinished_run_counts_as_not_graded_and_zero_b_gives_null_savings(client, ingest, tmp_path):
     recs = (run_records("s1", "t1", "smoke", 0, passed=True, steps=0, tokens=0, elapsed=0, cost=0)
             + run_records("e1", "t1", "e2e", 0, passed=True, steps=0, tokens=0, elapsed=0, cost=0, finished=False))
