@@ -234,7 +234,7 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
     from sqlmodel import Session
 
     from . import compare_export
-    from .compare import MEASURES
+    from .compare import MEASURES, plural
     from .db import open_database
     from .queries import comparison
     from .secrets import Masker
@@ -278,7 +278,8 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
             if m["saved_pct"] is None:
                 continue
             ci = f" (95% CI {m['low']:.0f}% to {m['high']:.0f}%)" if m.get("low") is not None else ""
-            click.echo(f"  {label}: {m['saved_pct']:.0f}% saved{ci} over {m['pairs']} pairs")
+            left = f" ({plural(m['missing'], 'pair')} without it)" if m.get("missing") else ""
+            click.echo(f"  {label}: {m['saved_pct']:.0f}% saved{ci} over {plural(m['pairs'], 'pair')}{left}")
         flagged = [p for p in data["pairs"] if p["flags"]]
         for p in flagged:
             click.echo(f"  flag {p['task_id']}#{p['replicate']}: " + "; ".join(f["text"] for f in p["flags"]))
@@ -365,7 +366,7 @@ def whatif(experiment: Optional[str], variant: Optional[str], tag: Optional[str]
 
 
 def _print_whatif(data: dict[str, Any]) -> None:
-    from .compare import MEASURES
+    from .compare import MEASURES, plural
 
     s = data["summary"]
     fp, ff = s["false_passes"], s["false_fails"]
@@ -386,11 +387,12 @@ def _print_whatif(data: dict[str, Any]) -> None:
         if m["saved_pct"] is None:
             continue
         ci = f" (95% CI {m['low']:.0f}% to {m['high']:.0f}%)" if m.get("low") is not None else ""
-        click.echo(f"  {label}: {m['saved_pct']:.0f}% saved{ci} over {m['pairs']} runs")
+        left = f" ({plural(m['missing'], 'run')} without it)" if m.get("missing") else ""
+        click.echo(f"  {label}: {m['saved_pct']:.0f}% saved{ci} over {plural(m['pairs'], 'run')}{left}")
     v = data.get("validation")
     if v:
-        click.echo(f"Against the recorded {v['variant']} runs: {v['matched']} of {v['paired']} pairs match in stop step "
-                   f"and verdict")
+        click.echo(f"Against the recorded {v['variant']} runs: {v['matched']} of {plural(v['paired'], 'pair')} match "
+                   f"in stop step and verdict")
         for r in v["pairs"]:
             if not r["match"]:
                 click.echo(f"  {r['task_id']}#{r['replicate']}: {r['why']['text'] if r['why'] else ''}")

@@ -415,8 +415,10 @@ def _pct_phrase(pct: Optional[float], noun: str, *, mass: bool = False) -> Optio
     return f"{abs(pct):.0f}% {less if pct > 0 else 'more'} {noun}"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+def plural(n: int, word: str, many: Optional[str] = None) -> str:
+    """"1 pair", "2 pairs" ("1 false pass", "2 false passes" with `many`): every sentence the
+    board writes about a count (pages, Markdown, the command line)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _pct(x: float) -> str:
@@ -430,8 +432,8 @@ def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
         return f"No paired tasks: {label_a} and {label_b} share no (task, replicate)."
     agreement = summary["verdict_agreement"]
     tasks = summary.get("tasks_graded", agreement["total"])
-    text = (f"verdicts identical on {agreement['agree']} of {_plural(agreement['total'], 'paired run')} "
-            f"({_plural(tasks, 'task')})")
+    text = (f"verdicts identical on {agreement['agree']} of {plural(agreement['total'], 'paired run')} "
+            f"({plural(tasks, 'task')})")
     if summary["not_graded"]:
         text += f", {summary['not_graded']} not graded left out"
     ag = summary.get("agreement") or {}

@@ -13,7 +13,7 @@ import io
 from typing import Any, Optional
 from urllib.parse import quote, urlencode
 
-from .compare import MEASURES
+from .compare import MEASURES, plural
 from .compare_flags import FLAG_LABELS
 
 # Enough to keep trace text inert: no emphasis, code, link, table cell, strike or HTML tag
@@ -73,14 +73,14 @@ def markdown(data: dict[str, Any], *, base_url: str, label_a: str, label_b: str,
         if m["a"] is None:
             continue
         ci = "—" if m.get("low") is None else f"{_pct(m['low'])} to {_pct(m['high'])}"
-        note = f" ({m['missing']} pairs without it)" if m["missing"] else ""
+        note = f" ({plural(m['missing'], 'pair')} without it)" if m["missing"] else ""
         out.append(f"| {label}{note} | {_num(name, m['a'])} | {_num(name, m['b'])} | {_pct(m['saved_pct'])} | {ci} |")
     out.append("")
     r = data.get("replicates") or {}
     if r:
         with_reps = r["tasks_with_replicates"]
-        line = (f"Replicates: {r['tasks']} tasks, {s['paired']} paired runs; "
-                f"{with_reps} task{'' if with_reps == 1 else 's'} with replicates.")
+        line = (f"Replicates: {plural(r['tasks'], 'task')}, {plural(s['paired'], 'paired run')}; "
+                f"{plural(with_reps, 'task')} with replicates.")
         if r["flaky_a"] or r["flaky_b"]:
             wf = r["agreement_without_flaky"]
             line += (f" Flaky (verdict varies between replicates): {len(r['flaky_a'])} in {la}, "

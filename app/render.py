@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 
 from . import jsontext, present, walk
+from .compare import plural
 from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
 from .queries.pointers import make_pointer
@@ -55,6 +56,7 @@ def make_templates() -> Jinja2Templates:
         iso=present.fmt_iso,
         json=present.to_json_text,
         rid=encode_run_id,
+        plural=plural,
     )
     env.globals.update(
         stop_reason_info=present.stop_reason_info,

@@ -32,11 +32,11 @@ def label(flips: int, n: int) -> tuple[str, str]:
     upper = stats.upper_bound(flips, n) or 1.0
     if flips:
         ci = stats.wilson(flips, n)
-        return RISKY, (f"{flips} flipped of {n} decisions ({100 * ci['rate']:.0f}%, 95% CI "
+        return RISKY, (f"{flips} flipped of {compare.plural(n, 'decision')} ({100 * ci['rate']:.0f}%, 95% CI "
                        f"{100 * ci['low']:.0f}–{100 * ci['high']:.0f}%)")
     if upper <= SAFE_UPPER:
-        return SAFE, f"no flip in {n} decisions: the flip rate is below {100 * upper:.1f}% (95% upper bound)"
-    return UNKNOWN, (f"no flip in {n} decisions, which only bounds the flip rate below {100 * upper:.0f}% "
+        return SAFE, f"no flip in {compare.plural(n, 'decision')}: the flip rate is below {100 * upper:.1f}% (95% upper bound)"
+    return UNKNOWN, (f"no flip in {compare.plural(n, 'decision')}, which only bounds the flip rate below {100 * upper:.0f}% "
                      f"(95%); {_needed()} are needed to bound it below {100 * SAFE_UPPER:.0f}%")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 from urllib.parse import quote, urlencode
 
-from ..compare import MEASURES
+from ..compare import MEASURES, plural
 from ..compare_export import md
 
 
@@ -48,11 +48,15 @@ def markdown(data: dict[str, Any], *, base_url: str) -> str:
             continue
         ci = f"{m['low']:.0f}% to {m['high']:.0f}%" if m["low"] is not None else "—"
         saved = "—" if m["saved_pct"] is None else f"{m['saved_pct']:.0f}%"
-        lines.append(f"| {label} | {_num(name, m['a'])} | {_num(name, m['b'])} | {saved} | {ci} |")
+        # Totals over the runs that recorded the measure: say how many did not (as compare does).
+        note = f" ({plural(m['missing'], 'run')} without it)" if m.get("missing") else ""
+        lines.append(f"| {label}{note} | {_num(name, m['a'])} | {_num(name, m['b'])} | {saved} | {ci} |")
     v = data.get("validation")
     if v:
-        lines += ["", f"**Against what {md(v['variant'])} really did:** {v['matched']} of {v['paired']} pairs match "
-                      f"in stop step and verdict ({v['explained']} of the others explained by the traces)."]
+        differ = v["paired"] - v["matched"]
+        why = f" (of the {differ} that differ, {v['explained']} explained by the traces)" if differ else ""
+        lines += ["", f"**Against what {md(v['variant'])} really did:** {v['matched']} of {plural(v['paired'], 'pair')} "
+                      f"match in stop step and verdict{why}."]
         for r in v["pairs"]:
             if not r["match"]:
                 lines.append(f"- {md(r['task_id'])}#{r['replicate']}: recorded step {r['recorded']['stop_step']} "
