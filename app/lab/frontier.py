@@ -35,7 +35,8 @@ def min_steps_for(runs: Sequence[SimRun]) -> int:
 
 def candidates(catalogue: Sequence[dict[str, Any]], *, min_steps: int, declared: bool) -> list[Policy]:
     """The candidate policies for a set whose criteria are `catalogue` (app.lab.queries)."""
-    live = [c for c in catalogue if c["live"]]
+    # Informational criteria never gate, so they are never armed (app.lab.view.informational_refusal).
+    live = [c for c in catalogue if c["live"] and c.get("gating", True)]
     base: list[Policy] = []
     for c in live:
         pols = c["polarities"]

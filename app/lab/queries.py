@@ -87,21 +87,22 @@ def criteria_catalogue(session: Session, *, where: list[Any]) -> list[dict[str, 
     union over the runs; or why it cannot be evaluated live), in how many runs, how often
     decided pass / fail, and the arming the runs declare. One grouped query."""
     stmt = (select(LAB_DECISIONS.c.criterion_id, LAB_DECISIONS.c.type, LAB_DECISIONS.c.polarities,
-                   LAB_DECISIONS.c.declared, LAB_DECISIONS.c.verdict, func.min(LAB_DECISIONS.c.reason).label("reason"),
-                   func.count().label("runs"))
+                   LAB_DECISIONS.c.declared, LAB_DECISIONS.c.verdict, LAB_DECISIONS.c.gating,
+                   func.min(LAB_DECISIONS.c.reason).label("reason"), func.count().label("runs"))
             .select_from(LAB_DECISIONS.join(RUNS, RUNS.c.id == LAB_DECISIONS.c.run_pk)
                          .join(LAB_RUNS, LAB_RUNS.c.run_pk == RUNS.c.id))
             .where(*where, _fresh(), ~_early())
             .group_by(LAB_DECISIONS.c.criterion_id, LAB_DECISIONS.c.type, LAB_DECISIONS.c.polarities,
-                      LAB_DECISIONS.c.declared, LAB_DECISIONS.c.verdict))
+                      LAB_DECISIONS.c.declared, LAB_DECISIONS.c.verdict, LAB_DECISIONS.c.gating))
     out: dict[str, dict[str, Any]] = {}
     for r in rows_of(session, stmt):
         c = out.setdefault(r["criterion_id"], {"id": r["criterion_id"], "types": set(), "polarities": set(),
                                                "runs": 0, "live_runs": 0, "reason": None, "declared": {},
-                                               "decided": {"pass": 0, "fail": 0}})
+                                               "decided": {"pass": 0, "fail": 0}, "gating": False})
         if r["type"]:
             c["types"].add(r["type"])
         c["runs"] += r["runs"]
+        c["gating"] = c["gating"] or bool(r["gating"])  # informational only when no run lets it gate
         pols = [p for p in (r["polarities"] or "").split(",") if p]
         if pols:
             c["live_runs"] += r["runs"]
@@ -121,13 +122,15 @@ def criteria_catalogue(session: Session, *, where: list[Any]) -> list[dict[str, 
 
 
 def calibration_rows(session: Session) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
-    """Across every indexed full run of the store with a graded verdict: per criterion type,
+    """Across every indexed full run of the store that passed or failed: per criterion type,
     id, live decision and run verdict, how many; and in how many experiments each
-    (type, id) was decided. Two grouped queries."""
+    (type, id) was decided. Two grouped queries. A run that errored (a crash, a failed
+    build) is left out: it says nothing of whether an early decision was right about the
+    task, and counting it made a skill engaged before a crash a false pass."""
     base = (LAB_DECISIONS.join(RUNS, RUNS.c.id == LAB_DECISIONS.c.run_pk)
             .join(LAB_RUNS, LAB_RUNS.c.run_pk == RUNS.c.id))
     cond = [_fresh(), ~_early(), LAB_DECISIONS.c.verdict.in_(("pass", "fail")),
-            RUNS.c.verdict.in_(("pass", "fail", "error"))]
+            RUNS.c.verdict.in_(("pass", "fail"))]
     rows = rows_of(session, select(LAB_DECISIONS.c.type, LAB_DECISIONS.c.criterion_id,
                                    LAB_DECISIONS.c.verdict.label("decision"), RUNS.c.verdict.label("run_verdict"),
                                    func.count().label("n"))

@@ -109,10 +109,25 @@ def capability(entry: dict[str, Any]) -> LiveCapability:
     return LiveCapability(entry["id"], entry.get("type"), tuple(entry["polarities"]), entry.get("reason"))
 
 
+def informational_refusal(entry: dict[str, Any]) -> Optional[str]:
+    """Why an informational criterion is never armed in the lab: the trace format says a
+    criterion with `gating: false` never gates, and an early-stopped run is gated on its
+    armed criteria, so arming it would let a check its task does not count decide the
+    verdict (the frontier would even recommend it where it saves most)."""
+    if entry.get("gating", True):
+        return None
+    return (f"criterion {entry['id']!r} is informational (gating: false): it never gates a verdict, so it "
+            f"cannot be armed (an early-stopped run is gated on its armed criteria)")
+
+
+def arming_refusal(entry: dict[str, Any], stop_when: str) -> Optional[str]:
+    """Why arming a catalogue entry with `stop_when` is refused (None when it can fire)."""
+    return capability(entry).arming_refusal(stop_when) or informational_refusal(entry)
+
+
 def arming_options(entry: dict[str, Any]) -> list[dict[str, Any]]:
     """Each stop_when with whether it can be armed, and if not, why (`arming_refusal`)."""
-    cap = capability(entry)
-    return [{"stop_when": w, "refusal": cap.arming_refusal(w)} for w in STOP_WHEN]
+    return [{"stop_when": w, "refusal": arming_refusal(entry, w)} for w in STOP_WHEN]
 
 
 def make_policy(args: PolicyArgs, catalogue: list[dict[str, Any]]) -> Policy:
@@ -136,7 +151,7 @@ def make_policy(args: PolicyArgs, catalogue: list[dict[str, Any]]) -> Policy:
         entry = by_id.get(cid)
         if entry is None:
             raise BoardError(f"no criterion {cid[:200]!r} in these runs: arm one of the criteria the lab lists")
-        refusal = capability(entry).arming_refusal(when)
+        refusal = arming_refusal(entry, when)
         if refusal:
             raise BoardError(refusal)
         arm[cid] = when

@@ -44,3 +44,22 @@ def test_calibration_by_type_and_by_criterion():
     assert data["thresholds"]["min_decisions_without_flip"] == 29
     # risky first
     assert data["by_criterion"][0]["criterion_id"] == "tests"
+
+
+def test_a_run_that_errored_is_no_evidence_for_or_against_a_criterion(tmp_path, ingest, client):
+    from tests.app.lab.test_validate import wait_indexed
+    from tests.conftest import write_jsonl
+
+    # The skill is engaged live in all three runs: one passed, one failed, one crashed.
+    # The crash says nothing of whether the engagement was right: 2 decisions, 1 false pass.
+    records = []
+    for i, (verdict, status) in enumerate((("pass", "completed"), ("fail", "completed"), ("error", "error"))):
+        rid = f"run-{i}"
+        records += [{"type": "run_start", "run_id": rid, "task_id": f"t{i}", "experiment": "cal", "variant": "e2e",
+                     "criteria": [{"id": "skill", "type": "skill_triggered", "skill": "pdf"}]},
+                    {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "Skill", "args": {"skill": "pdf"}}]},
+                    {"type": "run_end", "run_id": rid, "status": status, "verdict": verdict}]
+    assert ingest(write_jsonl(tmp_path / "c.jsonl", records)).ok
+    cal = wait_indexed(client, "experiment=cal&variant=e2e")["calibration"]
+    skill = next(c for c in cal["by_criterion"] if c["criterion_id"] == "skill")
+    assert (skill["decisions"], skill["matched"], skill["false_passes"]) == (2, 1, 1)

@@ -30,6 +30,13 @@ def test_the_candidates():
     assert not any("report" in p.label for p in got)
 
 
+def test_an_informational_criterion_is_never_a_candidate():
+    # gating: false never gates (the trace format), so arming it would let it decide verdicts
+    catalogue = [*CATALOGUE[:2], {"id": "listed", "live": True, "polarities": ["pass"], "declared": {}, "gating": False}]
+    got = candidates(catalogue, min_steps=3, declared=False)
+    assert got and not any("listed" in p.label for p in got)
+
+
 def test_min_steps_tried_is_half_the_median_length():
     assert min_steps_for(crafted()) == 2          # lengths 5, 6, 4, 5: median 5 -> 2 (at least 2)
 

@@ -142,6 +142,29 @@ def test_trace_text_stays_inert_on_the_page_and_the_frontier(tmp_path, ingest, c
         assert "<script>alert" not in html and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
 
 
+def test_an_informational_criterion_cannot_be_armed(tmp_path, ingest, client):
+    records = []
+    for i, verdict in enumerate(("pass", "fail")):
+        rid = f"run-{i}"
+        records += [{"type": "run_start", "run_id": rid, "task_id": f"t{i}", "experiment": "info", "variant": "e2e",
+                     "criteria": [{"id": "tests", "type": "command_executed", "pattern": "pytest"},
+                                  {"id": "listed", "type": "command_executed", "pattern": "^ls", "gating": False}]},
+                    {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "bash", "args": {"command": "ls"}}]},
+                    {"type": "step", "run_id": rid, "step": 1, "actions": [{"name": "bash", "args": {"command": "pytest"}}]},
+                    {"type": "run_end", "run_id": rid, "status": "completed", "verdict": verdict}]
+    assert ingest(write_jsonl(tmp_path / "i.jsonl", records)).ok
+    wait_indexed(client, "experiment=info&variant=e2e")
+    r = client.get("/api/lab?experiment=info&variant=e2e&arm=listed:pass")
+    assert r.status_code == 400
+    assert r.json()["error"] == ("criterion 'listed' is informational (gating: false): it never gates a verdict, so it "
+                                 "cannot be armed (an early-stopped run is gated on its armed criteria)")
+    assert client.get("/api/lab?experiment=info&variant=e2e&arm=tests:pass").status_code == 200
+    doc = page(client.get("/lab?experiment=info&variant=e2e").text)
+    assert one(doc, 'select[name="arm"] option[value="listed:pass"]').has_attr("disabled")
+    labels = [p["label"] for p in client.get("/api/lab/frontier?experiment=info&variant=e2e").json()["frontier"]["points"]]
+    assert labels and not any("listed" in label for label in labels)
+
+
 def test_the_forms_empty_numbers_mean_none_and_bad_ones_are_refused(demo):
     form = f"/api/lab?{DEMO}&policy=1&arm=skill:decided&arm=&min_steps=&max_steps=&max_tokens=&max_seconds=&rule=auto"
     data = demo.get(form).json()
