@@ -177,6 +177,17 @@ def _cached(session: Session, key: tuple, compute: Any) -> Any:
     return data_cached(session, key=("lab", *key, lab_version(session)), compute=compute)
 
 
+def set_runs(session: Session, key: tuple, where: list[Any]) -> dict[str, Any]:
+    """The set's runs to simulate, one per (task, replicate) by compare's rule (the latest;
+    app.compare.index_runs), and the duplicates set aside as compare sets them aside."""
+    def compute() -> dict[str, Any]:
+        runs = lq.load_runs(session, where=where)
+        kept, duplicates = compare.index_runs([r.row for r in runs])
+        keep = {id(row) for row in kept.values()}
+        return {"runs": [r for r in runs if id(r.row) in keep], "duplicates": duplicates}
+    return _cached(session, ("runs", key), compute)
+
+
 def lab(session: Session, *, filters: RunFilters, args: PolicyArgs, sort: str = "task", only: str = "",
         offset: int = 0, limit: Optional[int] = None, with_frontier: bool = True, measure: str = "tokens",
         with_calibration: bool = True, indexer: Any = None) -> dict[str, Any]:
@@ -191,7 +202,8 @@ def lab(session: Session, *, filters: RunFilters, args: PolicyArgs, sort: str = 
         indexer.ask(key, scope)
     counts = _cached(session, ("counts", key), lambda: lq.set_counts(session, where=where))
     catalogue = _cached(session, ("catalogue", key), lambda: lq.criteria_catalogue(session, where=where))
-    runs = _cached(session, ("runs", key), lambda: lq.load_runs(session, where=where))
+    chosen = set_runs(session, key, where)
+    runs = chosen["runs"]
     policy = make_policy(args, catalogue)
     result = _cached(session, ("sim", key, policy), lambda: simulate(policy, runs))
     rows = compare.sort_pairs(result["pairs"], sort=sort, disagreements_only=only == "disagree")
@@ -199,7 +211,7 @@ def lab(session: Session, *, filters: RunFilters, args: PolicyArgs, sort: str = 
     shown = rows[start:start + limit] if limit is not None else rows[start:]
     data: dict[str, Any] = {
         "set": {"filters": {k: v for k, v in key}, "description": describe(filters), "defaulted": defaulted,
-                **counts, "simulated": len(runs)},
+                **counts, "simulated": len(runs), "duplicates": chosen["duplicates"]},
         "indexing": {"pending": pending, "ready": pending == 0},
         "criteria": [{**c, "arming": arming_options(c)} for c in catalogue],
         "policy": result["policy"],
@@ -228,7 +240,7 @@ def frontier_of(session: Session, *, filters: RunFilters, measure: str = "tokens
     if runs is None or catalogue is None:
         where = run_conditions(session, filters=filters)
         catalogue = _cached(session, ("catalogue", key), lambda: lq.criteria_catalogue(session, where=where))
-        runs = _cached(session, ("runs", key), lambda: lq.load_runs(session, where=where))
+        runs = set_runs(session, key, where)["runs"]
     return _cached(session, ("frontier", key, measure), lambda: frontier.frontier(runs, catalogue, measure=measure))
 
 

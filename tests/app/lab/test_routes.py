@@ -142,6 +142,23 @@ def test_trace_text_stays_inert_on_the_page_and_the_frontier(tmp_path, ingest, c
         assert "<script>alert" not in html and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
 
 
+def test_a_duplicate_run_is_set_aside_as_compare_sets_it_aside(tmp_path, ingest, client):
+    # two e2e runs of t0 #0: compare keeps the later one; the lab simulates only that one
+    records = []
+    for rid, task, ts in (("old", "t0", "2026-01-01T10:00:00Z"), ("new", "t0", "2026-01-02T10:00:00Z"),
+                          ("other", "t1", "2026-01-01T10:00:00Z")):
+        records += [{"type": "run_start", "run_id": rid, "task_id": task, "experiment": "dup", "variant": "e2e", "ts": ts,
+                     "criteria": [{"id": "tests", "type": "command_executed", "pattern": "pytest"}]},
+                    {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "bash", "args": {"command": "pytest"}}]},
+                    {"type": "step", "run_id": rid, "step": 1, "actions": []},
+                    {"type": "run_end", "run_id": rid, "status": "completed", "verdict": "pass"}]
+    assert ingest(write_jsonl(tmp_path / "d.jsonl", records)).ok
+    data = wait_indexed(client, "experiment=dup&variant=e2e&arm=tests:pass")
+    assert sorted(p["run_id"] for p in data["pairs"]) == ["new", "other"]
+    assert [(d["run_id"], d["kept_run_id"]) for d in data["set"]["duplicates"]] == [("old", "new")]
+    assert data["set"]["simulated"] == 2
+
+
 def test_an_informational_criterion_cannot_be_armed(tmp_path, ingest, client):
     records = []
     for i, verdict in enumerate(("pass", "fail")):
