@@ -145,8 +145,9 @@ def _accept_named(min_other: int) -> Callable[[re.Match], Optional[str]]:
         if not is_secret_key(name) or _HEADER_NAME.fullmatch(name):
             return None  # headers are the http-header detector's: their value is the whole line
         assign = m.group(2)
-        if name.strip().lower() in _PROSE_NAMES and "=" not in assign and '"' not in assign and "'" not in assign:
-            # "tests pass: 3 of 3", "premature pass: c_note": English, not an assignment.
+        if name.strip().lower() in _PROSE_NAMES and "=" not in assign and not _quoted_key(m, assign):
+            # "tests pass: 3 of 3", "premature pass: c_note", "criterion 'unit tests pass':
+            # python3 -m unittest" (coder_eval's grading log): English, not an assignment.
             # `pass=…` and `"pass": "…"` still are.
             return None
         kind = _key_kind(name)
@@ -157,6 +158,14 @@ def _accept_named(min_other: int) -> Callable[[re.Match], Optional[str]]:
         return kind
 
     return accept
+
+
+def _quoted_key(m: re.Match, assign: str) -> bool:
+    """`"pass": …`: the name is a quoted key, its opening quote right before it and the same
+    quote closing it (a quote that closes a longer string, `'unit tests pass':`, is not)."""
+    start = m.start(1)
+    before = m.string[start - 1] if start > 0 else ""
+    return before in ('"', "'") and assign.lstrip().startswith(before)
 
 
 def _accept_flag(m: re.Match) -> Optional[str]:

@@ -28,6 +28,7 @@ STS_TOKEN = "FwoGZXIvYXdzEBYaDH0123456789abcdefSESSION"
     # the same everyday names as real assignments still are
     ("pass=hunter22", "pass=[secret masked: password]"),
     ('{"pass": "hunter22"}', '{"pass": "[secret masked: password]"}'),
+    ("{'pass': 'hunter22'}", "{'pass': '[secret masked: password]'}"),
 ])
 def test_missing_forms_are_masked(raw, expected):
     assert mask_text(raw) == expected
@@ -38,6 +39,8 @@ def test_missing_forms_are_masked(raw, expected):
     "Basic usage: run it twice", "password_hint=the dog", "eos_token=</s>", "tokenizer=gpt2", "PWD_STYLE=ok",
     # everyday words that are also secret key names, in prose
     "premature pass: c_note failed in e2e", "tests pass: 3 of 3", "auth: required", "pin: the left one",
+    # a quoted phrase ending in one of them (coder_eval's grading log names its criteria so)
+    "for criterion 'unit tests pass': python3 -m unittest", 'step "needs auth": login first',
 ])
 def test_look_alikes_are_left_alone(harmless):
     assert mask_text(harmless) == harmless
