@@ -186,6 +186,9 @@ class RunStart(_Record):
     early_stop: EarlyStopConfig = Field(default_factory=EarlyStopConfig)
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    provisional: Optional[bool] = Field(
+        None, description="true: written from a summary (a coder_eval run.json row without its task.json); a later "
+                          "run_start that is not provisional replaces it without a warning")
 
 
 class StepRecord(_Record):
@@ -270,6 +273,9 @@ class RunEnd(_Record):
     elapsed_s: Optional[float] = Field(None, description="end to end")
     agent_elapsed_s: Optional[float] = Field(None, description="the agent's own time (no setup, no grading)")
     failure_report: Optional[dict[str, Any]] = None
+    provisional: Optional[bool] = Field(
+        None, description="true: written from a summary; a later run_end that is not provisional replaces it "
+                          "without a warning")
 
 
 RECORD_MODELS: dict[str, type[_Record]] = {

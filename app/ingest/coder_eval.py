@@ -246,10 +246,37 @@ def _action_result(command: dict[str, Any], note: Optional[str]) -> dict[str, An
     return result
 
 
-def task_steps(run_id: str, task: dict[str, Any]) -> list[dict[str, Any]]:
+def _turnless(iteration: dict[str, Any], turns: list) -> bool:
+    """An iteration in which the agent took no turn: no assistant message, no tool call, no
+    reply, and coder_eval counted no assistant turn in it (a dialog's last simulated user
+    message, a run with `agent: none`). It is no step: `total_assistant_turns` counts none."""
+    return (len(turns) == 1 and turns[0][0] is None and not turns[0][1] and not _str(iteration.get("agent_output"))
+            and _int(iteration.get("assistant_turn_count")) in (0, None) and iteration.get("token_usage") is None)
+
+
+def _turnless_event(run_id: str, it_no: int, iteration: dict[str, Any], after_step: int) -> dict[str, Any]:
+    """What a turn-less iteration still says (its user message, a crash before any turn), as
+    an event after the step it followed (run-level when it came first)."""
+    payload: dict[str, Any] = {"iteration": it_no}
+    if _str(iteration.get("user_input")):
+        payload["user_input"] = iteration["user_input"]
+    crashed = bool(iteration.get("crashed"))
+    if crashed:
+        payload["crash_reason"] = _str(iteration.get("crash_reason"))
+    event: dict[str, Any] = {"type": "event", "run_id": run_id, "phase": "ITERATION_WITHOUT_TURNS", "ok": not crashed,
+                             "ts": _str(iteration.get("timestamp")), "payload": payload,
+                             "error": ("crashed before any assistant turn: " + (_str(iteration.get("crash_reason"))
+                                                                                 or "the agent failed")) if crashed else None}
+    if after_step:
+        event["step"] = after_step
+    return event
+
+
+def task_steps(run_id: str, task: dict[str, Any], events: Optional[list[dict[str, Any]]] = None) -> list[dict[str, Any]]:
     """The v1 step records of one task.json: one per assistant turn, numbered from 1 across
     iterations (a retry after a crash continues the count), tool calls numbered from 1
-    across the run as `early_stop.tool_call_index` counts them."""
+    across the run as `early_stop.tool_call_index` counts them. An iteration without any
+    assistant turn adds no step; what it says goes to `events` (when given)."""
     early = _dict(task.get("early_stop"))
     stop_call = _int(early.get("tool_call_index")) if early else None
     iterations = [it for it in _list(task.get("iterations", task.get("turns"))) if isinstance(it, dict)]
@@ -258,6 +285,11 @@ def task_steps(run_id: str, task: dict[str, Any]) -> list[dict[str, Any]]:
     previous_crashed = False
     for it_no, it in enumerate(iterations, start=1):
         turns = _turns(it)
+        if _turnless(it, turns):
+            if events is not None:
+                events.append(_turnless_event(run_id, it_no, it, len(steps)))
+            previous_crashed = previous_crashed or bool(it.get("crashed"))
+            continue
         reconciliation = None
         for m in _list(it.get("messages")):
             if isinstance(m, dict) and m.get("role") == "reconciliation":
@@ -477,7 +509,8 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
     specs, results, ids = _criteria(task, armed, enabled)
     for r in results:
         r["run_id"] = run_id
-    steps = task_steps(run_id, task)
+    events: list[dict[str, Any]] = []
+    steps = task_steps(run_id, task, events)
 
     metadata = {k: v for k, v in {
         "source": "coder_eval",
@@ -515,7 +548,7 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
              "budget": budget, "criteria": specs, "early_stop": {"enabled": enabled}, "tags": list(dict.fromkeys(tags)),
              "metadata": metadata}
 
-    records: list[dict[str, Any]] = [start, *steps, *results]
+    records: list[dict[str, Any]] = [start, *steps, *events, *results]
     deciding = None
     if early:
         has_deciding = early.get("deciding_criterion_type") or early.get("deciding_criterion_description")
@@ -601,6 +634,49 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
             "failure_report": report or None}
 
 
+def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: dict[str, Any]) -> list[dict[str, Any]]:
+    """The v1 records of a run.json row that has no task.json (coder_eval counts it in
+    `tasks_run`: a task that failed before it could be recorded, e.g. "docker daemon is not
+    responding"). The row is a flat summary: its status, tokens (`input_tokens` there is
+    the *uncached* input), cost, times and turn count; no steps."""
+    status = _str(row.get("status"))
+    key = status.upper() if status else None
+    error = _str(row.get("error_message"))
+    usage = tokens({"uncached_input_tokens": row.get("input_tokens"), "output_tokens": row.get("output_tokens"),
+                    "cache_creation_input_tokens": row.get("cache_creation_input_tokens"),
+                    "cache_read_input_tokens": row.get("cache_read_input_tokens")})
+    replicate = _int(row.get("replicate_index")) or 0
+    metadata = {k: v for k, v in {
+        "source": "coder_eval", "final_status": status, "read_from": "run.json (the row has no task.json)",
+        "experiment_id": context.get("experiment_id"), "experiment_description": context.get("description"),
+        "results_run_id": context.get("results_run_id"), "framework_version": context.get("framework_version"),
+        "agent_wall_ms": row.get("agent_wall_ms"), "setup_ms": row.get("setup_ms"), "grading_ms": row.get("grading_ms"),
+        "total_assistant_turns": row.get("total_turns"), "iteration_count": row.get("iteration_count"),
+        "weighted_score": row.get("weighted_score"), "cost_complete": row.get("cost_complete"),
+        "error_category": row.get("error_category"), "source_file": row.get("task_path"),
+    }.items() if v is not None}
+    tags = ["coder_eval", *[t for t in _list(row.get("tags")) if isinstance(t, str) and t]]
+    start = {"type": "run_start", "run_id": run_id, "schema": "qita.trace/1", "task_id": _str(row.get("task_id")),
+             "experiment": experiment, "variant": _str(row.get("variant_id")) or "default", "replicate": replicate,
+             "agent": "coder_eval", "model": _str(row.get("model_used")), "tags": list(dict.fromkeys(tags)),
+             "early_stop": {"enabled": bool(row.get("stopped_early"))}, "metadata": metadata,
+             # the task.json, if coder_eval writes it later (a resumed run), is the whole record
+             "provisional": True}
+    reason = STATUS_WORDS.get(key, f"{status}: a status this board does not know") if key and key != "SUCCESS" else None
+    if reason and error:
+        reason += f" ({error})"
+    agent_ms = _num(row.get("agent_wall_ms"))
+    end = {"type": "run_end", "run_id": run_id, "status": LIFECYCLE.get(key, "completed") if key else None,
+           "stop_reason": STATUS_STOP_REASON.get(key, "final") if key else None, "stop_detail": error,
+           "verdict": STATUS_VERDICT.get(key) if key else None, "verdict_reason": reason, "source_status": status,
+           "score": _num(row.get("weighted_score")), "steps": _int(row.get("total_turns")) or 0,
+           "tool_calls": _int(row.get("actual_commands")), "tokens": usage,
+           "cost_usd": _num(row.get("total_cost_usd")), "agent_cost_usd": _num(row.get("agent_cost_usd")),
+           "elapsed_s": _num(row.get("duration")), "agent_elapsed_s": agent_ms / 1000 if agent_ms is not None else None,
+           "failure_report": {"error_message": error} if error else None, "provisional": True}
+    return [start, end]
+
+
 def _bill(task: dict[str, Any], agent_cost: Optional[float]) -> Optional[float]:
     """The whole bill without run.json: the agent's spend plus each judge's (a judge's
     token_usage is kept apart from the agent's). None when nothing was priced."""
@@ -631,7 +707,7 @@ def is_coder_eval_folder(folder: str) -> bool:
     if _has(folder, TASK_FILE):
         return True
     if any(_has(folder, n) for n in SUMMARY_FILES):
-        return any(True for _ in _task_files(folder, limit=1))
+        return any(True for _ in _task_files(folder, limit=1)) or _run_json_rows(folder)
     for child in _subdirs(folder):
         if _has(child.path, TASK_FILE):
             return True
@@ -639,6 +715,15 @@ def is_coder_eval_folder(folder: str) -> bool:
             if grand.name.isdigit() and _has(grand.path, TASK_FILE):
                 return True
     return False
+
+
+def _run_json_rows(folder: str) -> bool:
+    """A run.json with task_results rows (every task of a run may have failed before it
+    wrote a task.json: coder_eval still counts them)."""
+    if not _has(folder, "run.json"):
+        return False
+    doc, _ = read_json_document(os.path.join(folder, "run.json"), 64 * 1024 * 1024)
+    return isinstance(doc, dict) and isinstance(doc.get("task_results"), list) and bool(doc["task_results"])
 
 
 def _task_files(root: str, limit: Optional[int] = None) -> Iterator[str]:
@@ -697,6 +782,7 @@ class _Context:
                 if _has(root, "experiment.json") else (None, None)
             run, exp = _dict(run), _dict(exp)
             ctx["results_run_id"] = _str(run.get("run_id")) or os.path.basename(root)
+            ctx["root"] = root
             ctx["experiment_id"] = _str(exp.get("experiment_id"))
             ctx["description"] = _str(exp.get("description"))
             ctx["framework_version"] = _str(run.get("framework_version"))
@@ -769,17 +855,73 @@ def _holder_name(label: str) -> Optional[str]:
     return name or None
 
 
+def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]], folder: str, label: str,
+                 key_prefix: Optional[str]) -> list[Source]:
+    """A source per run.json row of results folder `root` whose task.json was not found.
+
+    Its origin is the task.json the row would have had, so a task.json written later (a
+    resumed run) updates the same run instead of being refused as another source's."""
+    out = []
+    run_json = os.path.join(root, "run.json")
+    for (variant, task_id, replicate), row in sorted(ctx["rows"].items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        if (variant, task_id, replicate) in seen or not task_id:
+            continue
+        expected = os.path.join(root, variant or "default", *str(task_id).split("/"), f"{replicate:02d}", TASK_FILE)
+        rel = os.path.relpath(expected, folder).replace(os.sep, "/")
+        src_label = join_label(label, rel)
+        results = ctx.get("results_run_id") or "coder_eval"
+        run_id = f"{results}/{variant or 'default'}/{task_id}/{replicate:02d}"
+        experiment = (ctx.get("experiment_id") or results)[:400]
+
+        def produce(row=row, run_id=run_id, experiment=experiment) -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+            return row_records(row, run_id=run_id, experiment=experiment, context=ctx), []
+
+        out.append(Source(key=key_for(run_json, join_label(label, os.path.relpath(run_json, folder)), key_prefix)
+                          + f"#{variant}/{task_id}/{replicate:02d}",
+                          label=join_label(label, os.path.relpath(run_json, folder).replace(os.sep, "/"))
+                          + f" (row {task_id} #{replicate}, no task.json)",
+                          path=run_json, kind="document", source_format="coder_eval", produce=produce,
+                          origin=key_for(expected, src_label, key_prefix), origin_label=src_label))
+    return out
+
+
 def coder_eval_sources(folder: str, label: str, key_prefix: Optional[str]) -> list[Source]:
-    """One whole-document source per task.json under `folder`."""
+    """One whole-document source per task.json under `folder`, and one per run.json row that
+    has no task.json (a task coder_eval counted that never got as far as writing one)."""
     contexts = _Context()
     # An upload's folder is all there is: never look above it.
     bound = folder if key_prefix else None
     out = []
+    seen: dict[Optional[str], set[tuple[Any, Any, int]]] = {}
     for path in _task_files(folder):
         rel = os.path.relpath(path, folder).replace(os.sep, "/")
         src_label = join_label(label, rel)
         out.append(_source(path, src_label, key_prefix, contexts, bound, _holder_name(src_label)))
+        root = _results_root(os.path.dirname(path), bound)
+        if root is not None:
+            seen.setdefault(root, set()).update(_task_keys(path, root))
+    roots = set(seen)
+    if _has(folder, "run.json"):
+        roots.add(os.path.abspath(folder))
+    for root in sorted(r for r in roots if r is not None):
+        ctx = contexts.of(root)
+        out.extend(_row_sources(root, ctx, seen.get(root, set()), folder, label, key_prefix))
     return out
+
+
+def _task_keys(path: str, root: str) -> set[tuple[Any, Any, int]]:
+    """The run.json row keys (variant, task_id, replicate) a task.json may stand for, read
+    from its place in the results folder (so the file need not be parsed here): coder_eval
+    lays a run out as `<variant>/<task id>/<NN>/`, and a task id may hold a `/` (a dataset
+    suite's rows: `s01-report-writer/pos-summary`)."""
+    parts = os.path.relpath(os.path.dirname(path), root).split(os.sep)
+    if parts and parts[-1].isdigit():
+        replicate, parts = int(parts[-1]), parts[:-1]
+    else:
+        replicate = 0
+    if len(parts) < 2:
+        return set()
+    return {(parts[0], "/".join(parts[1:]), replicate)}
 
 
 def task_json_source(path: str, label: str, key_prefix: Optional[str]) -> Source:

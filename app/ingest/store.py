@@ -283,6 +283,12 @@ def _dicts(cols: tuple[str, ...], rows: Iterable[tuple]) -> list[dict[str, Any]]
 
 
 # Statements run per run and batch, built once (see `derive.update_row` for why).
+def _provisional(record: Any) -> bool:
+    """A run_start or run_end written from a summary (`provisional: true`): the full record,
+    when it comes, takes its place without a warning (docs/trace-format.md)."""
+    return isinstance(record, dict) and record.get("provisional") is True
+
+
 _START_SEEN = select(RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id == bindparam("pk"))
 _END_SEEN = select(RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id == bindparam("pk"))
 _CRITERION_ID = select(CRITERIA.c.id).where(CRITERIA.c.run_pk == bindparam("pk"),
@@ -564,7 +570,7 @@ class Applier:
 
     def _apply_start(self, conn: Connection, pk: int, rec: dict[str, Any], source_format: str) -> Optional[str]:
         row = conn.execute(_START_SEEN, {"pk": pk}).first()
-        if row and row.has_start:
+        if row and row.has_start and not (_provisional(row.start_record) and not _provisional(rec)):
             if row.start_record is not None and _canonical(row.start_record) != _canonical(_json_safe(rec)):
                 return ("second run_start for this run with different content: ignored, "
                         "the first one received is kept")
@@ -629,7 +635,8 @@ class Applier:
         if row and row.has_end and row.end_record is not None:
             if _canonical(row.end_record) == _canonical(_json_safe(rec)):
                 return None
-            warn = "second run_end for this run with different content: the later one is used"
+            if not (_provisional(row.end_record) and not _provisional(rec)):
+                warn = "second run_end for this run with different content: the later one is used"
         raw_reason = rec.get("stop_reason")
         reason = LEGACY_STOP_REASONS.get(raw_reason, raw_reason) if isinstance(raw_reason, str) else None
         derive.update_run(conn, pk, dict(

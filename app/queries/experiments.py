@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any, Optional
 from urllib.parse import urlencode
 
-from sqlalchemy import case, func, select
+from sqlalchemy import and_, case, func, select
 from sqlmodel import Session
 
 from .. import compare, failures, overview
 from ..models import RUNS
-from . import comparison
+from . import comparison, run_list
 from .cache import store_cached
 
 #: Experiments (the most recently active) whose default comparison gets its headline computed.
@@ -39,7 +39,8 @@ def _overview(session: Session) -> dict[str, Any]:
         select(RUNS.c.experiment, RUNS.c.variant, func.count(),
                _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "fail"), _count(RUNS.c.verdict == "error"),
                _count(RUNS.c.verdict == "not_graded"), _count(RUNS.c.verdict.is_(None)),
-               _count(RUNS.c.state == "running"), _count(RUNS.c.early_stopped.is_(True)), activity)
+               _count(RUNS.c.state == "running"), _count(RUNS.c.early_stopped.is_(True)), activity,
+               _count(and_(RUNS.c.verdict.in_(("pass", "fail", "error")), run_list.MEASURED)))
         .group_by(RUNS.c.experiment, RUNS.c.variant)).all()
     costs: dict[tuple, list[float]] = {}
     for e, v, c in session.execute(select(RUNS.c.experiment, RUNS.c.variant, RUNS.c.cost_usd)
@@ -50,8 +51,9 @@ def _overview(session: Session) -> dict[str, Any]:
         failing.setdefault((run["experiment"], run["variant"]), []).append(run)
 
     experiments: dict[Optional[str], dict[str, Any]] = {}
-    for e, v, n, passed, failed, errored, not_graded, pending, running, early, latest in rows:
+    for e, v, n, passed, failed, errored, not_graded, pending, running, early, latest, measured in rows:
         counts = {"variant": v, "runs": int(n), "passed": int(passed or 0), "failed": int(failed or 0),
+                  "measured": int(measured or 0),
                   "errored": int(errored or 0), "not_graded": int(not_graded or 0), "no_verdict": int(pending or 0),
                   "running": int(running or 0), "early_stopped": int(early or 0), "latest": latest}
         figures = overview.variant_figures(counts, costs.get((e, v), []))

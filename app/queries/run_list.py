@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sqlalchemy import and_, case, exists, func, select
+from sqlalchemy import and_, case, exists, func, or_, select
 from sqlmodel import Session
 
 from .. import search
@@ -187,6 +187,16 @@ def run_stats(session: Session, *, filters: RunFilters) -> dict[str, Any]:
 BY_VARIANT_SHOWN = 8
 
 
+#: A graded run whose verdict was measured, as coder_eval's `tasks_measured` counts rows
+#: (`weighted_score` not null): for coder_eval results their score; for other traces a pass
+#: or fail verdict, or an errored run that was graded all the same (criteria or a score).
+MEASURED = or_(
+    and_(RUNS.c.source_format == "coder_eval", RUNS.c.score.is_not(None)),
+    and_(RUNS.c.source_format != "coder_eval",
+         or_(RUNS.c.verdict.in_(("pass", "fail")), RUNS.c.score.is_not(None), RUNS.c.criteria_verdict.is_not(None))),
+)
+
+
 def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
     conds = _where(filters, session)
     row = session.execute(select(
@@ -196,8 +206,9 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         func.sum(case((RUNS.c.verdict == "error", 1), else_=0)),
         func.sum(case((RUNS.c.early_stopped.is_(True), 1), else_=0)),
         func.sum(case((RUNS.c.state == "running", 1), else_=0)),
+        func.sum(case((and_(RUNS.c.verdict.in_(("pass", "fail", "error")), MEASURED), 1), else_=0)),
     ).select_from(RUNS).where(*conds)).first()
-    total, passed, failed, errored, early, running = (int(v or 0) for v in row)
+    total, passed, failed, errored, early, running, measured = (int(v or 0) for v in row)
     # An errored run never produced a gradeable attempt: it counts as a miss (coder_eval's
     # pass rate keeps errors in the denominator); not graded runs are in neither side.
     graded = passed + failed + errored
@@ -211,19 +222,21 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
     groups = session.execute(
         select(RUNS.c.experiment, RUNS.c.variant, func.count(),
                func.sum(case((RUNS.c.verdict == "pass", 1), else_=0)),
-               func.sum(case((RUNS.c.verdict.in_(("fail", "error")), 1), else_=0)))
+               func.sum(case((RUNS.c.verdict.in_(("fail", "error")), 1), else_=0)),
+               func.sum(case((and_(RUNS.c.verdict.in_(("pass", "fail", "error")), MEASURED), 1), else_=0)))
         .where(*conds).group_by(RUNS.c.experiment, RUNS.c.variant)
         .order_by(func.count().desc(), *_text_order(session, RUNS.c.experiment), *_text_order(session, RUNS.c.variant))
         .limit(BY_VARIANT_SHOWN + 1)).all()
     by_variant = [{"experiment": e, "variant": v, "runs": int(n), "passed": int(p or 0), "decided": int(p or 0) + int(f or 0),
-                   "pass_rate": pass_rate(int(p or 0), int(f or 0))} for e, v, n, p, f in groups]
+                   "pass_rate": pass_rate(int(p or 0), int(f or 0), measured=int(m or 0))} for e, v, n, p, f, m in groups]
     return {
         "runs": total,
         "passed": passed,
         "failed": failed,
         "errored": errored,
         "graded": graded,
-        "pass_rate": pass_rate(passed, failed, errored),
+        "measured": measured,
+        "pass_rate": pass_rate(passed, failed, errored, measured),
         "early_stopped": early,
         "running": running,
         "stop_reasons": [{"stop_reason": r, "count": c} for r, c in reasons],

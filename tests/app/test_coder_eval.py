@@ -505,3 +505,123 @@ def smoke_e2e_results(root: Path, run_id: str = "ce-run-1") -> Path:
         (target / "task.json").write_bytes(orjson.dumps(doc))
     (folder / "run.json").write_bytes(orjson.dumps({"run_id": run_id, "task_results": []}))
     return folder
+
+
+# -- what real coder_eval runs also write: turn-less iterations, rows without task.json, execute nights
+
+def test_an_iteration_without_an_assistant_turn_is_no_step(ingest, client, tmp_path):
+    # A dialog's last iteration holds only the simulated user's closing message; an
+    # `agent: none` run has one iteration and no turn. coder_eval counts no assistant turn
+    # in either (total_assistant_turns), so neither is a step; the user message is kept.
+    folder = tmp_path / "dlg" / "default"
+    doc = task_json("d1", "default", status="SUCCESS", turns=[("hi", ["ls"]), ("done", [])],
+                    usage={"uncached_input_tokens": 20, "output_tokens": 10, "cache_read_input_tokens": 0,
+                           "cache_creation_input_tokens": 0})
+    doc["iterations"].append({"iteration": 2, "user_input": "thanks, that is all [STOP]", "agent_output": "",
+                              "commands": [], "messages": [{"role": "user", "content_blocks": []}],
+                              "assistant_turn_count": 0, "token_usage": None, "duration_seconds": 0.0, "crashed": False})
+    none = task_json("d2", "default", status="SUCCESS", turns=[], usage={})
+    none["iterations"][0].update(messages=[], commands=[], assistant_turn_count=0, token_usage=None)
+    none["total_token_usage"], none["total_assistant_turns"] = None, 0
+    for doc_ in (doc, none):
+        (folder / doc_["task_id"] / "00").mkdir(parents=True)
+        (folder / doc_["task_id"] / "00" / "task.json").write_bytes(orjson.dumps(doc_))
+    assert ingest(tmp_path / "dlg").errors == []
+    d1 = _api_run(client, "dlg/default/d1/00")
+    assert d1["run"]["steps"] == doc["total_assistant_turns"] == 2
+    events = client.get("/api/runs/" + quote("dlg/default/d1/00", safe="") + "/steps/2/events").json()["data"]
+    closing = [e for e in events if e["phase"] == "ITERATION_WITHOUT_TURNS"]
+    assert [e["record"]["payload"]["user_input"] for e in closing] == ["thanks, that is all [STOP]"]
+    d2 = _api_run(client, "dlg/default/d2/00")
+    assert (d2["run"]["steps"], d2["run"]["tokens_total"], d2["run"]["verdict"]) == (0, None, "pass")
+
+
+def _row(task_id: str, status: str, **extra: Any) -> dict[str, Any]:
+    """A run.json task_results row, in coder_eval's flat names (its `input_tokens` is the uncached input)."""
+    return {"task_id": task_id, "replicate_index": 0, "variant_id": "default", "status": status,
+            "weighted_score": extra.pop("weighted_score", None), "duration": 0.0, "iteration_count": 0,
+            "tags": ["infra"], "model_used": None, "input_tokens": None, "output_tokens": None,
+            "cache_creation_input_tokens": None, "cache_read_input_tokens": None, "total_tokens": None,
+            "total_cost_usd": None, "agent_cost_usd": None, "total_turns": 0, "error_message": None, **extra}
+
+
+def test_a_run_json_row_without_a_task_json_is_a_run_as_coder_eval_counts_it(ingest, client, tmp_path):
+    # coder_eval counts a task that failed before it wrote task.json (its sandbox never
+    # started) in tasks_run and tasks_error; the board counts it too.
+    root = tmp_path / "2026-03-04_05-06-07"
+    ok = task_json("x2", "default", status="SUCCESS", turns=[("a", ["ls"])],
+                   usage={"uncached_input_tokens": 140, "output_tokens": 140, "cache_read_input_tokens": 0,
+                          "cache_creation_input_tokens": 0})
+    (root / "default" / "x2" / "00").mkdir(parents=True)
+    (root / "default" / "x2" / "00" / "task.json").write_bytes(orjson.dumps(ok))
+    (root / "default" / "x1" / "00").mkdir(parents=True)  # coder_eval made the folder, then failed
+    rows = [_row("x2", "SUCCESS", weighted_score=1.0, total_cost_usd=0.0025, agent_cost_usd=0.0025),
+            _row("x1", "ERROR", error_message="docker daemon is not responding")]
+    run = {"run_id": root.name, "tasks_run": 2, "tasks_succeeded": 1, "tasks_failed": 0, "tasks_error": 1,
+           "pass_rate": 0.5, "task_results": rows}
+    (root / "run.json").write_bytes(orjson.dumps(run))
+    report = ingest(root)
+    assert report.errors == [] and sorted(report.created) == [f"{root.name}/default/x1/00", f"{root.name}/default/x2/00"]
+    x1 = _api_run(client, f"{root.name}/default/x1/00")["run"]
+    assert (x1["verdict"], x1["source_status"], x1["steps"], x1["tokens_total"], x1["cost_usd"]) == ("error", "ERROR", 0, None, None)
+    assert x1["verdict_reason"] == "error: no gradeable attempt (docker daemon is not responding)"
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["runs"], stats["passed"], stats["errored"], stats["pass_rate"]) == (
+        run["tasks_run"], run["tasks_succeeded"], run["tasks_error"], run["pass_rate"])
+    # read again, or after coder_eval wrote the missing task.json (a resumed run): one run each
+    again = ingest(root)
+    assert again.errors == [] and again.created == set()
+    late = task_json("x1", "default", status="FAILURE", turns=[("a", ["ls"])], usage={"uncached_input_tokens": 1,
+                     "output_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0})
+    (root / "default" / "x1" / "00" / "task.json").write_bytes(orjson.dumps(late))
+    resumed = ingest(root)
+    assert resumed.errors == [] and resumed.created == set() and resumed.warnings == []
+    x1 = _api_run(client, f"{root.name}/default/x1/00")
+    # the task.json's whole record took the row's place: its objective and criteria too
+    assert (x1["run"]["source_status"], x1["run"]["objective"]) == ("FAILURE", "do x1")
+    assert [c["id"] for c in x1["criteria"]] == ["command_executed: ran ls"] and x1["criteria"][0]["declared"]
+
+
+def test_an_execute_night_that_measured_nothing_has_no_pass_rate(ingest, client, tmp_path):
+    # `coder-eval execute` grades nothing: NOT_GRADED rows, and the crashes and budget
+    # breaches it still reports carry no weighted_score. coder_eval's pass_rate is null then
+    # (not 0%: nothing was measured), and the board says "not measured".
+    root = tmp_path / "night"
+    statuses = {"e1": "NOT_GRADED", "e2": "ERROR", "e3": "TOKEN_BUDGET_EXCEEDED", "e4": "TIMEOUT"}
+    for task_id, status in statuses.items():
+        doc = task_json(task_id, "default", status=status, turns=[("a", ["ls"])],
+                        usage={"uncached_input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": 0,
+                               "cache_creation_input_tokens": 0})
+        doc["weighted_score"], doc["success_criteria_results"] = None, []
+        (root / "default" / task_id / "00").mkdir(parents=True)
+        (root / "default" / task_id / "00" / "task.json").write_bytes(orjson.dumps(doc))
+    assert ingest(root).errors == []
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["graded"], stats["measured"], stats["pass_rate"]) == (3, 0, None)
+    variant = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
+    assert (variant["decided"], variant["pass_rate"], variant["interval"]) == (3, None, None)
+    from tests.app.parsed_html import one, page, text
+    assert text(one(page(client.get("/").text), ".not-measured")) == "— not measured: none of its 3 graded runs was scored"
+    # one scored run is a measurement: 0 of 4 graded then is a 0% pass rate
+    scored = root / "default" / "e5" / "00"
+    scored.mkdir(parents=True)
+    (scored / "task.json").write_bytes(orjson.dumps(task_json("e5", "default", status="FAILURE", turns=[("a", [])],
+                                                              usage={})))
+    assert ingest(root).errors == []
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["graded"], stats["measured"], stats["pass_rate"]) == (4, 1, 0.0)
+
+
+def test_a_task_id_holding_a_slash_is_one_run(ingest, client, tmp_path):
+    # a dataset suite's rows: task id `suite/row`, laid out as <variant>/suite/row/<NN>/
+    root = tmp_path / "suite-run"
+    rows = []
+    for name in ("s1/pos-a", "s1/neg-b"):
+        doc = task_json(name, "default", status="SUCCESS", turns=[("a", ["ls"])], usage={})
+        folder = root / "default" / name / "00"
+        folder.mkdir(parents=True)
+        (folder / "task.json").write_bytes(orjson.dumps(doc))
+        rows.append(_row(name, "SUCCESS", weighted_score=1.0))
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": "suite-run", "task_results": rows}))
+    report = ingest(root)
+    assert report.errors == [] and sorted(report.created) == ["suite-run/default/s1/neg-b/00", "suite-run/default/s1/pos-a/00"]
