@@ -298,6 +298,8 @@ class LabRun(SQLModel, table=True):
     #: where the live verdicts came from: recorded, replayed, mixed or none
     source: Optional[str] = Field(default=None, max_length=20)
     error: Optional[str] = _text()
+    #: the weighted share of its armed criteria an early-stopped run needs to pass (null: 1, all)
+    gate_threshold: Optional[float] = None
 
 
 class LabDecision(SQLModel, table=True):
@@ -322,6 +324,8 @@ class LabDecision(SQLModel, table=True):
     declared: Optional[str] = Field(default=None, max_length=20)
     decide_within: Optional[int] = None
     gating: bool = True
+    #: its weight in a weighted armed gate (null: 1)
+    weight: Optional[float] = None
     source: Optional[str] = Field(default=None, max_length=20)
 
 

@@ -105,6 +105,8 @@ class CriterionSpec(_Model):
     stop_when: Optional[Literal["pass", "fail", "decided"]] = None
     gating: bool = True
     pass_threshold: float = 0.9
+    weight: Optional[float] = Field(
+        None, ge=0, description="its weight in a weighted armed gate (coder_eval's criterion weight; default 1)")
 
 
 class StopCriterionSpec(_Model):
@@ -118,6 +120,9 @@ class EarlyStopConfig(_Model):
     """The opt-in master switch for early stop."""
 
     enabled: bool = False
+    gate_threshold: Optional[float] = Field(
+        None, ge=0, le=1, description="an early-stopped run passes when the weighted share of its armed criteria "
+                                      "that passed reaches this (coder_eval's stop_early_gate_threshold; default 1: all)")
 
 
 class Tokens(_Model):

@@ -478,6 +478,17 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
     return specs, results, ids
 
 
+def _early_stop_config(enabled: bool, limits: dict[str, Any]) -> dict[str, Any]:
+    """run_start.early_stop: the switch, and coder_eval's gate threshold when the task sets
+    one (`run_limits.stop_early_gate_threshold`, also in a variant with early stop off: the
+    policy lab replays the smoke variant's gate over the e2e runs)."""
+    config: dict[str, Any] = {"enabled": enabled}
+    threshold = _num(limits.get("stop_early_gate_threshold"))
+    if threshold is not None and 0 < threshold <= 1:
+        config["gate_threshold"] = threshold
+    return config
+
+
 def _early_stop_enabled(limits: dict[str, Any], configured_armed: bool, early: dict[str, Any]) -> bool:
     # `run_limits.stop_early: false` is the documented kill switch; unset leaves criteria
     # that carry a `stop_early` block armed.
@@ -545,7 +556,8 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
              "replicate": replicate, "objective": _str(task.get("task_description")) or _str(resolved.get("description")),
              "agent": _str(task.get("agent_type")) or _str(_dict(task.get("agent_config")).get("type")) or "coder_eval",
              "model": _str(task.get("model_used")) or _str(row.get("model_used")),
-             "budget": budget, "criteria": specs, "early_stop": {"enabled": enabled}, "tags": list(dict.fromkeys(tags)),
+             "budget": budget, "criteria": specs, "early_stop": _early_stop_config(enabled, limits),
+             "tags": list(dict.fromkeys(tags)),
              "metadata": metadata}
 
     records: list[dict[str, Any]] = [start, *steps, *events, *results]

@@ -33,7 +33,7 @@ from sqlmodel import Session
 from ..jsontext import column_value
 from ..models import CRITERIA, LAB_DECISIONS, LAB_RUNS, RUNS, STEPS
 from ..queries.comparison import rows_of
-from .state import RunState, pack_series, run_state
+from .state import RunState, gate_threshold_of, pack_series, run_state
 
 log = logging.getLogger("qita.lab")
 
@@ -93,7 +93,8 @@ def compute(session: Session, pks: list[int]) -> list[tuple[int, Any, RunState]]
         counted = budget.get("tokens_counted") if isinstance(budget, dict) else None
         try:
             state = run_state(specs=specs.get(pk, []), steps=steps.get(pk, []),
-                              tokens_counted=counted if isinstance(counted, list) else None)
+                              tokens_counted=counted if isinstance(counted, list) else None,
+                              gate_threshold=gate_threshold_of(start))
         except Exception as exc:  # one odd run must not stop the others being indexed
             log.warning("lab state of run %s failed", pk, exc_info=True)
             state = RunState(first_step=None, step_count=len(steps.get(pk, [])), series={}, signatures=[],
@@ -118,13 +119,14 @@ def store(conn: Connection, computed: list[tuple[int, Any, RunState]]) -> int:
         runs.append({"run_pk": pk, "run_updated_at": updated_at, "indexed_at": now, "first_step": state.first_step,
                      "step_count": state.step_count, "series": pack_series(state.series, state.step_count),
                      "signatures": state.signatures,
-                     "source": state.source, "error": state.error})
+                     "source": state.source, "error": state.error, "gate_threshold": state.gate_threshold})
         for c in state.criteria:
             decisions.append({"run_pk": pk, "criterion_id": c.id[:400], "type": (c.type or None) and c.type[:200],
                               "polarities": ",".join(c.polarities), "reason": c.reason, "verdict": c.verdict,
                               "step": c.step, "tool_call_index": c.tool_call_index,
                               "pass_from_step": c.pass_from_step, "declared": c.declared,
-                              "decide_within": c.decide_within, "gating": c.gating, "source": c.source})
+                              "decide_within": c.decide_within, "gating": c.gating, "weight": c.weight,
+                              "source": c.source})
     if runs:
         conn.execute(LAB_RUNS.insert(), runs)
     if decisions:

@@ -51,20 +51,21 @@ def load_runs(session: Session, *, where: list[Any], include_early: bool = False
     cond = [*where, _fresh()]
     if not include_early:
         cond.append(~_early())
-    cols = [*COLUMNS, *EXTRA, LAB_RUNS.c.first_step, LAB_RUNS.c.step_count, LAB_RUNS.c.series]
+    cols = [*COLUMNS, *EXTRA, LAB_RUNS.c.first_step, LAB_RUNS.c.step_count, LAB_RUNS.c.series,
+            LAB_RUNS.c.gate_threshold]
     rows = rows_of(session, select(*cols).select_from(RUNS.join(LAB_RUNS, LAB_RUNS.c.run_pk == RUNS.c.id))
                    .where(*cond).order_by(RUNS.c.id))
     runs: dict[int, SimRun] = {}
     for r in rows:
         first, count = r.pop("first_step"), int(r.pop("step_count") or 0)
         runs[r["id"]] = SimRun(row=r, step_count=count, first_step=first if first is not None else 0,
-                               series=unpack_series(r.pop("series"), count))
+                               series=unpack_series(r.pop("series"), count), gate_threshold=r.pop("gate_threshold"))
     if not runs:
         return []
     stmt = (select(LAB_DECISIONS.c.run_pk, LAB_DECISIONS.c.criterion_id, LAB_DECISIONS.c.type,
                    LAB_DECISIONS.c.polarities, LAB_DECISIONS.c.verdict, LAB_DECISIONS.c.step,
                    LAB_DECISIONS.c.tool_call_index, LAB_DECISIONS.c.pass_from_step, LAB_DECISIONS.c.declared,
-                   LAB_DECISIONS.c.decide_within)
+                   LAB_DECISIONS.c.decide_within, LAB_DECISIONS.c.weight)
             .select_from(LAB_DECISIONS.join(RUNS, RUNS.c.id == LAB_DECISIONS.c.run_pk)
                          .join(LAB_RUNS, LAB_RUNS.c.run_pk == RUNS.c.id))
             .where(*cond, LAB_DECISIONS.c.polarities != ""))
@@ -79,7 +80,7 @@ def _crit(d: dict[str, Any], first_step: int) -> Crit:
     return sim_crit(id=d["criterion_id"], type=d["type"], polarities=tuple(p for p in d["polarities"].split(",") if p),
                     verdict=d["verdict"], step=d["step"], tool_call_index=d["tool_call_index"],
                     pass_from_step=d["pass_from_step"], declared=d["declared"], decide_within=d["decide_within"],
-                    first_step=first_step)
+                    first_step=first_step, weight=d["weight"])
 
 
 def criteria_catalogue(session: Session, *, where: list[Any]) -> list[dict[str, Any]]:
@@ -149,7 +150,7 @@ def partners(session: Session, *, experiment: str, variant: str) -> list[dict[st
     (the recorded smoke runs), with their early-stop record, step count and signatures."""
     cols = [*COLUMNS, *EXTRA, EARLY.c.step.label("early_stop_step"), EARLY.c.reason.label("early_stop_reason"),
             EARLY.c.deciding_criterion, EARLY.c.armed_criteria, LAB_RUNS.c.first_step, LAB_RUNS.c.step_count,
-            LAB_RUNS.c.signatures]
+            LAB_RUNS.c.signatures, LAB_RUNS.c.gate_threshold]
     stmt = (select(*cols).select_from(RUNS.join(LAB_RUNS, LAB_RUNS.c.run_pk == RUNS.c.id)
                                       .outerjoin(EARLY, EARLY.c.run_pk == RUNS.c.id))
             .where(RUNS.c.experiment == experiment, RUNS.c.variant != variant, RUNS.c.early_stop_enabled.is_(True),

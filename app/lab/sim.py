@@ -39,7 +39,7 @@ their intervals (`app.stats`).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
@@ -125,6 +125,8 @@ class Crit:
     pass_from: Optional[int] = None
     declared: Optional[str] = None
     decide_within: Optional[int] = None
+    #: its weight in the weighted armed gate (`gate` rule)
+    weight: float = 1.0
 
     @property
     def live(self) -> bool:
@@ -140,6 +142,8 @@ class SimRun:
     first_step: int = 0
     series: dict[str, Optional[Sequence[float]]] = field(default_factory=dict)
     crits: dict[str, Crit] = field(default_factory=dict)
+    #: the weighted share of the armed criteria an early stop needs to pass (`gate` rule; None: 1)
+    gate_threshold: Optional[float] = None
 
     def step_of(self, ordinal: int) -> Optional[int]:
         """The step index of the `ordinal`-th step."""
@@ -170,13 +174,111 @@ class Outcome:
 
 # -- the stop rule -----------------------------------------------------------------------------
 
-def gate_settled(verdicts: dict[str, str], stop_when: dict[str, str]) -> bool:
-    """coder_eval's rule: an armed criterion failed in a polarity it is armed for, or every
-    criterion armed on pass (pass or decided) passed."""
-    if any(verdicts.get(cid) == FAIL and in_polarity(FAIL, when) for cid, when in stop_when.items()):
-        return True
-    pass_armed = [cid for cid, when in stop_when.items() if when in (PASS, "decided")]
-    return bool(pass_armed) and all(verdicts.get(cid) == PASS for cid in pass_armed)
+#: A point in a run's timeline: (step ordinal, tool call index within the run). A decision
+#: recorded without its call comes at the end of its step.
+_END_OF_STEP = 1 << 60
+
+
+def _calls_by(run: SimRun, ordinal: int) -> Optional[int]:
+    calls = run.series.get("calls")
+    return int(calls[ordinal - 1]) if calls is not None and 1 <= ordinal <= len(calls) else None
+
+
+def _budget_point(run: SimRun, c: Crit) -> Optional[tuple[int, int]]:
+    """When an armed criterion's decision budget (`decide_within` tool calls, coder_eval's
+    unit) runs out: at the start of that call, so at the step holding it. Without the
+    run's call counts, its steps stand in for its calls."""
+    budget = c.decide_within
+    if not budget:
+        return None
+    calls = run.series.get("calls")
+    if calls is None:
+        return (budget, _END_OF_STEP) if budget <= run.step_count else None
+    at = bisect_left(calls, budget)
+    return (at + 1, budget) if at < len(calls) else None
+
+
+def _decision_point(run: SimRun, c: Crit) -> Optional[tuple[int, int]]:
+    if c.verdict not in (PASS, FAIL) or c.at is None:
+        return None
+    return (c.at, c.tool_call_index if c.tool_call_index is not None else _END_OF_STEP)
+
+
+def gate_stop(armed: dict[str, str], run: SimRun, *, budgets: bool) -> Optional[tuple[int, str, str]]:
+    """coder_eval's stop rule (its early-stop watcher, as its documented fields describe it):
+    (step ordinal, early-stop reason, deciding criterion) of the first point where it holds.
+
+    With `w` each armed criterion's weight and `T` the run's gate threshold (default 1):
+
+    - **fail-stop** — an armed criterion armed on fail has failed live (or one armed on pass
+      ran out of its `decide_within` budget undecided: an effective fail), no armed
+      criterion that can still pass is undecided (a fail-stop waits for them: recall is not
+      traded), and the *ceiling* — the weight of the armed criteria not failed, over all
+      armed weight — is below `T`: the gate can no longer be met;
+    - **pass-stop** — the criteria armed on pass have a *floor* (the weight of those passed,
+      over theirs) of at least `T`, and no other armed criterion that can still pass is
+      undecided.
+
+    With weights 1 and `T` = 1 this is "any armed fail (once nothing that can pass is
+    pending), or every pass-armed criterion passed". Verdicts latch, so the rule is checked
+    only where a decision or a budget's end moves something."""
+    crits = [run.crits[cid] for cid in armed]
+    total = sum(c.weight for c in crits)
+    if not crits or total <= 0:
+        return None
+    threshold = run.gate_threshold if run.gate_threshold is not None else 1.0
+    decided = {c.id: _decision_point(run, c) for c in crits}
+    expires = {c.id: (_budget_point(run, c) if budgets and PASS in c.polarities else None) for c in crits}
+    for cid, d in decided.items():
+        e = expires[cid]
+        if d is not None and e is not None and d[1] == _END_OF_STEP and d[0] == e[0]:
+            # decided in the step its budget ran out in, at a call not recorded: in time
+            decided[cid] = e
+        if d is not None and e is not None and decided[cid] <= e:
+            expires[cid] = None  # decided within its budget: the budget never runs out
+    points = sorted({p for p in (*decided.values(), *expires.values()) if p is not None})
+    pass_set = [c for c in crits if in_polarity(PASS, armed[c.id])]
+    pass_weight = sum(c.weight for c in pass_set)
+    for point in points:
+        verdict: dict[str, Optional[str]] = {}
+        by_budget: set[str] = set()
+        for c in crits:
+            d, e = decided[c.id], expires[c.id]
+            if d is not None and d <= point and e is None:
+                verdict[c.id] = c.verdict
+            elif e is not None and e <= point:
+                verdict[c.id], _ = FAIL, by_budget.add(c.id)
+            else:
+                verdict[c.id] = None
+
+        def pending(c: Crit) -> bool:
+            return verdict[c.id] is None and PASS in c.polarities
+
+        if not any(pending(c) for c in crits):
+            native = [c for c in crits if verdict[c.id] == FAIL and c.id not in by_budget and in_polarity(FAIL, armed[c.id])]
+            timed_out = [c for c in crits if c.id in by_budget]
+            candidate = native[0] if native else (timed_out[0] if timed_out else None)
+            ceiling = sum(c.weight for c in crits if verdict[c.id] != FAIL) / total
+            if candidate is not None and ceiling < threshold:
+                return point[0], ("criterion_failed" if native else DECISION_BUDGET), candidate.id
+        if pass_set and pass_weight > 0 and not any(pending(c) for c in crits if c not in pass_set):
+            floor = sum(c.weight for c in pass_set if verdict[c.id] == PASS) / pass_weight
+            if floor >= threshold:
+                # the deciding one: the last pass-armed criterion decided at this point, else the last of them
+                moved = [c for c in pass_set if decided[c.id] == point]
+                return point[0], "criterion_passed", (moved or pass_set)[-1].id
+    return None
+
+
+def gate_passes(verdicts: dict[str, str], armed: dict[str, str], run: SimRun) -> bool:
+    """coder_eval's weighted armed gate: each armed criterion 1 if it passed, weighted, over
+    the armed weight, against the run's gate threshold (default 1: every one passed)."""
+    crits = [run.crits[cid] for cid in armed]
+    total = sum(c.weight for c in crits)
+    if total <= 0:
+        return False
+    threshold = run.gate_threshold if run.gate_threshold is not None else 1.0
+    return sum(c.weight for c in crits if verdicts.get(c.id) == PASS) / total >= threshold
 
 
 def rule_of(policy: Policy, run: SimRun) -> str:
@@ -193,42 +295,27 @@ def armed_in(policy: Policy, run: SimRun) -> dict[str, str]:
     return {cid: when for cid, when in policy.arm if cid in run.crits and run.crits[cid].live}
 
 
-def settle(armed: dict[str, str], crits: dict[str, Crit], rule: str) -> Optional[tuple[int, str]]:
-    """(the first step ordinal at whose end the armed criteria are settled, the deciding
-    criterion: the last one decided by then), or None.
+def settle(armed: dict[str, str], crits: dict[str, Crit]) -> Optional[tuple[int, str]]:
+    """qita's rule (`all`): (the first step ordinal at whose end every armed criterion is
+    decided in its armed polarity, the deciding criterion: the last one decided), or None.
 
-    Verdicts latch, so the rule can only start to hold at a step where an armed criterion
-    was decided, and then holds for good: `all` holds from the last armed decision on (if
-    every one is in its armed polarity), `gate` from the first armed fail or from the last
-    pass of the pass-armed, whichever comes first. The rule itself (`armed_decided`,
-    `gate_settled`) is then checked once, on the verdicts decided by that step."""
+    Verdicts latch, so the rule can only start to hold at the last armed decision, and is
+    checked once there (`qita.live.armed_decided`, the engine's own rule)."""
     if not armed:
         return None
     order = {cid: i for i, cid in enumerate(armed)}
 
     def when(c: Crit) -> tuple:
-        return (c.at, c.tool_call_index if c.tool_call_index is not None else 1 << 60, order[c.id])
+        return (c.at, c.tool_call_index if c.tool_call_index is not None else _END_OF_STEP, order[c.id])
 
     decided = [c for cid in armed if (c := crits[cid]).verdict in (PASS, FAIL) and c.at is not None]
     if not decided:
         return None
-    if rule == "all":
-        deciding = max(decided, key=when)
-        check = armed_decided
-    else:
-        fails = [c for c in decided if c.verdict == FAIL and in_polarity(FAIL, armed[c.id])]
-        pass_armed = [cid for cid, w in armed.items() if w in (PASS, "decided")]
-        passed = [c for c in decided if c.verdict == PASS and c.id in pass_armed]
-        settles = ([min(fails, key=when)] if fails else []) + \
-            ([max(passed, key=when)] if pass_armed and len(passed) == len(pass_armed) else [])
-        if not settles:
-            return None
-        deciding = min(settles, key=when)
-        check = gate_settled
+    deciding = max(decided, key=when)
     at = deciding.at
     assert at is not None  # `decided` holds only criteria decided at a step
     verdicts = {c.id: c.verdict for c in decided if c.at is not None and c.at <= at}
-    return (at, deciding.id) if check(verdicts, armed) else None
+    return (at, deciding.id) if armed_decided(verdicts, armed) else None
 
 
 def first_over(series: Optional[Sequence[float]], cap: float) -> Optional[int]:
@@ -261,14 +348,25 @@ def outcome(policy: Policy, run: SimRun) -> Outcome:
         at = first_over(run.series.get(key), cap) if cap is not None else None
         if at is not None:
             stops.append((at, 0, CAP_REASONS[name], None))
-    if policy.declared:
-        for cid in armed:
-            c = run.crits[cid]
-            if c.decide_within and (c.at is None or c.at > c.decide_within):
-                stops.append((c.decide_within, 1, DECISION_BUDGET, cid))
-    settled = settle(armed, run.crits, rule)
-    if settled is not None:
-        stops.append((max(settled[0], policy.min_steps or 0), 2, "early_stop", settled[1]))
+    gate_reason: Optional[str] = None
+    if rule == "gate":
+        # coder_eval's watcher decides fail-stops, pass-stops and decision budgets together
+        found = gate_stop(armed, run, budgets=policy.declared)
+        if found is not None:
+            at, gate_reason, cid = found
+            if gate_reason == DECISION_BUDGET:
+                stops.append((at, 1, DECISION_BUDGET, cid))
+            else:
+                stops.append((max(at, policy.min_steps or 0), 2, "early_stop", cid))
+    else:
+        if policy.declared:
+            for cid in armed:
+                c = run.crits[cid]
+                if c.decide_within and (c.at is None or c.at > c.decide_within):
+                    stops.append((c.decide_within, 1, DECISION_BUDGET, cid))
+        settled = settle(armed, run.crits)
+        if settled is not None:
+            stops.append((max(settled[0], policy.min_steps or 0), 2, "early_stop", settled[1]))
     first = min(stops, default=None)
     if first is None or first[0] >= n:
         return Outcome(cut=False, ordinal=n, step=run.step_of(n), reason=run.row.get("stop_reason"),
@@ -276,18 +374,25 @@ def outcome(policy: Policy, run: SimRun) -> Outcome:
     ordinal, _rank, reason, deciding = first
     out = Outcome(cut=True, ordinal=ordinal, step=run.step_of(ordinal), reason=reason, verdict=FAIL,
                   deciding=deciding, armed=list(armed), rule=rule)
-    if reason == DECISION_BUDGET:
-        out.early_stop_reason = DECISION_BUDGET
-        out.verdict_reason = f"{deciding} was not decided within {ordinal} steps"
-        return out
-    if reason != "early_stop":
+    if reason not in ("early_stop", DECISION_BUDGET):
         out.verdict_reason = "a cap was reached before the armed criteria were decided"
         return out
+    if reason == DECISION_BUDGET:
+        out.early_stop_reason = DECISION_BUDGET
+        within = run.crits[deciding].decide_within if deciding else None
+        out.verdict_reason = (f"{deciding} was not decided within {within} tool calls" if rule == "gate"
+                              else f"{deciding} was not decided within {ordinal} steps")
+        if rule != "gate":
+            return out
+    else:
+        out.early_stop_reason = gate_reason if rule == "gate" and gate_reason else (
+            "criterion_passed" if run.crits[deciding].verdict == PASS else "criterion_failed")
     verdicts = {cid: check_on_cut(run.crits[cid], ordinal) for cid in armed}
-    out.early_stop_reason = "criterion_passed" if run.crits[deciding].verdict == PASS else "criterion_failed"
     failed = [cid for cid, v in verdicts.items() if v != PASS]
-    if failed:
-        out.verdict_reason = "armed criteria that fail on the cut run: " + ", ".join(failed)
+    # A budget-driven stop gates as a native fail-stop does (coder_eval): through the gate
+    if (gate_passes(verdicts, armed, run) if rule == "gate" else not failed) is False:
+        if reason != DECISION_BUDGET:
+            out.verdict_reason = "armed criteria that fail on the cut run: " + ", ".join(failed)
         return out
     budget = run.row.get("budget_max_tokens")
     counted = run.series.get("counted") or run.series.get("tokens")
@@ -390,8 +495,9 @@ def ordinals(first_step: Optional[int], step: Optional[int]) -> Optional[int]:
 
 def sim_crit(*, id: str, type: Optional[str], polarities: Sequence[str], verdict: Optional[str],
              step: Optional[int], tool_call_index: Optional[int], pass_from_step: Optional[int],
-             declared: Optional[str], decide_within: Optional[int], first_step: Optional[int]) -> Crit:
+             declared: Optional[str], decide_within: Optional[int], first_step: Optional[int],
+             weight: Optional[float] = None) -> Crit:
     """A criterion as the simulation reads it, from a `lab_decisions` row."""
     return Crit(id=id, type=type, polarities=tuple(polarities), verdict=verdict, at=ordinals(first_step, step),
                 tool_call_index=tool_call_index, pass_from=ordinals(first_step, pass_from_step),
-                declared=declared, decide_within=decide_within)
+                declared=declared, decide_within=decide_within, weight=1.0 if weight is None else weight)

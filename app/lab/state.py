@@ -52,6 +52,8 @@ class CriterionState:
     declared: Optional[str] = None
     decide_within: Optional[int] = None
     gating: bool = True
+    #: its weight in a weighted armed gate (coder_eval's criterion weight; None: 1)
+    weight: Optional[float] = None
     #: recorded (step.live_verdicts), replayed (from the recorded calls), or None (not live)
     source: Optional[str] = None
 
@@ -67,6 +69,8 @@ class RunState:
     source: str
     criteria: list[CriterionState] = field(default_factory=list)
     error: Optional[str] = None
+    #: the weighted share of the armed criteria an early stop needs to pass (None: 1, all of them)
+    gate_threshold: Optional[float] = None
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -189,7 +193,7 @@ def _reached_min_spec(spec: dict[str, Any], cid: str) -> Optional[dict[str, Any]
 
 
 def run_state(*, specs: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, Any]],
-              tokens_counted: Optional[list[str]] = None) -> RunState:
+              tokens_counted: Optional[list[str]] = None, gate_threshold: Optional[float] = None) -> RunState:
     """The lab's state of one run.
 
     `specs` are `run_start.criteria` as stored (each with `id`); `steps` are the run's
@@ -214,7 +218,7 @@ def run_state(*, specs: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str
         replayed = replay.decided.get(cid)
         state = CriterionState(id=cid, type=spec.get("type") if isinstance(spec.get("type"), str) else None,
                                declared=_declared(spec), decide_within=_positive_int(spec.get("decide_within")),
-                               gating=spec.get("gating", True) is not False)
+                               gating=spec.get("gating", True) is not False, weight=_weight(spec.get("weight")))
         if present:
             # The engine's own verdicts win; the replay only adds which call decided.
             state.source = "recorded"
@@ -249,7 +253,8 @@ def run_state(*, specs: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str
     }
     source = "none" if not sources else sources.pop() if len(sources) == 1 else "mixed"
     return RunState(first_step=first, step_count=len(steps), series=series,
-                    signatures=[signature(c) for c in calls], source=source, criteria=criteria)
+                    signatures=[signature(c) for c in calls], source=source, criteria=criteria,
+                    gate_threshold=gate_threshold if gate_threshold is not None and 0 < gate_threshold <= 1 else None)
 
 
 def _declared(spec: Mapping[str, Any]) -> Optional[str]:
@@ -260,6 +265,22 @@ def _declared(spec: Mapping[str, Any]) -> Optional[str]:
         if value in ("pass", "fail", "decided"):
             return value
     return None
+
+
+def _weight(value: Any) -> Optional[float]:
+    """A spec's weight, when it gives one that can weigh (a number, not negative)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return None
+    return float(value)
+
+
+def gate_threshold_of(start: Any) -> Optional[float]:
+    """The run's gate threshold, as its run_start says (`early_stop.gate_threshold`)."""
+    early = start.get("early_stop") if isinstance(start, dict) else None
+    value = early.get("gate_threshold") if isinstance(early, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return None
+    return float(value)
 
 
 def _positive_int(value: Any) -> Optional[int]:

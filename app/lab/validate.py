@@ -29,12 +29,14 @@ from .sim import Crit, Outcome, Policy, SimRun, outcome
 DECLARED = Policy(declared=True)
 
 
-def with_arming(run: SimRun, armed: dict[str, Crit]) -> SimRun:
-    """The run with another run's arming: its criteria declared as `armed` declares them."""
+def with_arming(run: SimRun, armed: dict[str, Crit], gate_threshold: Optional[float] = None) -> SimRun:
+    """The run with another run's arming: its criteria declared as `armed` declares them, and
+    that run's gate threshold (when it has one; else the run's own)."""
     crits = {cid: Crit(**{**c.__dict__, "declared": armed[cid].declared if cid in armed else None,
                           "decide_within": armed[cid].decide_within if cid in armed else None})
              for cid, c in run.crits.items()}
-    return SimRun(row=run.row, step_count=run.step_count, first_step=run.first_step, series=run.series, crits=crits)
+    return SimRun(row=run.row, step_count=run.step_count, first_step=run.first_step, series=run.series, crits=crits,
+                  gate_threshold=gate_threshold if gate_threshold is not None else run.gate_threshold)
 
 
 def recorded_stop(smoke: dict[str, Any]) -> Optional[int]:
@@ -83,7 +85,7 @@ def validate(e2e: list[SimRun], smoke_rows: list[dict[str, Any]], armings: dict[
     for key in sorted(smoke_by_key.keys() & e2e_by_key.keys()):
         smoke, run = smoke_by_key[key], runs[e2e_by_key[key]["id"]]
         armed = armings.get(smoke["id"], {})
-        out = outcome(DECLARED, with_arming(run, armed))
+        out = outcome(DECLARED, with_arming(run, armed, smoke.get("gate_threshold")))
         rec_step = recorded_stop(smoke)
         stop_match = rec_step == out.step
         verdict_match = compare.outcome(smoke.get("verdict")) == compare.outcome(out.verdict)

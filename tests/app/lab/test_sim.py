@@ -145,5 +145,50 @@ def test_settle_counts_a_whole_step_together():
     a = Crit("a", None, ("pass",), "pass", 2, 3)
     b = Crit("b", None, ("fail",), "fail", 2, 2)
     # both decided in step 2: the last by tool call (a, call 3) decides, whatever the armed order
-    assert settle({"b": "fail", "a": "pass"}, {"a": a, "b": b}, "all") == (2, "a")
-    assert settle({"a": "fail"}, {"a": a}, "all") is None   # decided in the other polarity: never stops
+    assert settle({"b": "fail", "a": "pass"}, {"a": a, "b": b}) == (2, "a")
+    assert settle({"a": "fail"}, {"a": a}) is None   # decided in the other polarity: never stops
+
+
+# -- coder_eval's weighted armed gate ------------------------------------------------------------
+
+def gated(name: str, *, threshold=None, tests_at=None, guard_fail_at=None, weights=(1.0, 1.0), within=None,
+          calls_per_step=1, n=6, verdict="pass") -> SimRun:
+    """A coder_eval run: `tests` (armed on pass and fail: on_pass stop) and `guard` (a
+    must-not-run check, armed on fail), with their weights and the run's gate threshold."""
+    r = run(name, n, 100, verdict, tests_at=tests_at, push_fail_at=guard_fail_at, source="coder_eval")
+    r.crits["tests"].declared, r.crits["tests"].decide_within = "decided", within
+    r.crits["tests"].weight, r.crits["no_push"].weight = weights
+    r.crits["no_push"].declared = "fail"
+    r.series["calls"] = [float(calls_per_step * (i + 1)) for i in range(n)]
+    r.gate_threshold = threshold
+    return r
+
+
+def test_a_failed_guard_below_the_gate_threshold_does_not_stop_the_run():
+    # weights 2 (tests) and 1 (guard), threshold 0.6: the guard failing at step 2 leaves a
+    # ceiling of 2/3 >= 0.6, so no fail-stop; tests passing at 4 gives the pass-armed floor
+    # 2/2 >= 0.6: a pass-stop at 4, and the gate 2/3 >= 0.6 passes the run
+    r = gated("b04", threshold=0.6, tests_at=4, guard_fail_at=2, weights=(2.0, 1.0))
+    out = outcome(Policy(declared=True), r)
+    assert (out.ordinal, out.reason, out.early_stop_reason, out.deciding, out.verdict) == (
+        4, "early_stop", "criterion_passed", "tests", "pass")
+    # the same run under the default threshold 1: the fail-stop waits for tests (it can
+    # still pass), and at 4 the ceiling 2/3 < 1 stops it as failed
+    out = outcome(Policy(declared=True), gated("strict", tests_at=4, guard_fail_at=2, weights=(2.0, 1.0)))
+    assert (out.ordinal, out.early_stop_reason, out.deciding, out.verdict) == (4, "criterion_failed", "no_push", "fail")
+
+
+def test_a_fail_stop_waits_while_an_armed_criterion_can_still_pass():
+    # the guard fails at 2 but tests never decide: the run is never cut (it ends as recorded)
+    out = outcome(Policy(declared=True), gated("held", guard_fail_at=2, verdict="fail"))
+    assert not out.cut and out.verdict == "fail"
+
+
+def test_a_decision_budget_counts_tool_calls():
+    # decide_within 3 tool calls with 2 calls a step runs out at the step holding call 3: step 2
+    out = outcome(Policy(declared=True), gated("calls", tests_at=5, within=3, calls_per_step=2))
+    assert (out.ordinal, out.reason, out.verdict) == (2, "decision_budget_exceeded", "fail")
+    assert out.verdict_reason == "tests was not decided within 3 tool calls"
+    # decided within the budget (step 2 holds calls 3 and 4): a pass-stop there
+    out = outcome(Policy(declared=True), gated("in time", tests_at=2, within=3, calls_per_step=2))
+    assert (out.ordinal, out.reason, out.verdict) == (2, "early_stop", "pass")

@@ -121,3 +121,17 @@ def test_a_negative_value_never_makes_a_total_go_down():
     state = run_state(specs=[], steps=[step(0, tokens=10, duration=2.0), step(1, tokens=-5, duration=-1.0),
                                        step(2, tokens=5, duration=1.0)])
     assert state.series["tokens"] == [10, 10, 15] and state.series["seconds"] == [2, 2, 3]
+
+
+def test_a_criterion_weight_and_the_gate_threshold_are_kept():
+    from qita_board.lab.state import gate_threshold_of
+
+    specs = [{"id": "tests", "type": "command_executed", "pattern": "pytest", "weight": 2},
+             {"id": "guard", "type": "command_executed", "pattern": "curl", "max_count": 0, "weight": -1},
+             {"id": "plain", "type": "command_executed", "pattern": "ls"}]
+    state = run_state(specs=specs, steps=[], gate_threshold=0.6)
+    assert [c.weight for c in state.criteria] == [2.0, None, None]   # a negative weight weighs nothing it says
+    assert state.gate_threshold == 0.6
+    assert run_state(specs=specs, steps=[], gate_threshold=1.5).gate_threshold is None
+    assert gate_threshold_of({"early_stop": {"enabled": False, "gate_threshold": 0.6}}) == 0.6
+    assert gate_threshold_of({"early_stop": {"enabled": True}}) is None and gate_threshold_of(None) is None
