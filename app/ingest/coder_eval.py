@@ -435,6 +435,7 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
     results: list[dict[str, Any]] = []
     ids: dict[str, Any] = {}
     seen: dict[str, int] = {}
+    used: set[tuple[Any, Any]] = set()
     for res in _list(task.get("success_criteria_results")):
         if not isinstance(res, dict):
             continue
@@ -442,27 +443,11 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
         seen[base] = seen.get(base, 0) + 1
         cid = base if seen[base] == 1 else f"{base} ({seen[base]})"
         ids.setdefault(base, cid)
-        config = configured.get((res.get("criterion_type"), res.get("description")), {})
-        stop = config.get("stop_early")
-        # `stop_early` arms a criterion: it always stops on a live fail, and also on a
-        # live pass when `on_pass: stop` (coder_eval's task definition).
-        stop_when = None
-        if isinstance(stop, dict):
-            stop_when = "decided" if stop.get("on_pass") == "stop" else "fail"
-        elif base in armed:
-            stop_when = "decided"
-        threshold = _num(res.get("pass_threshold"))
-        spec = {"id": cid, "type": _str(res.get("criterion_type")), "description": _str(res.get("description")),
-                "gating": res.get("gating", True) is not False,
-                "pass_threshold": threshold if threshold is not None else 0.9,
-                "stop_when": stop_when if (enabled or base in armed) else None}
-        weight = _num(config.get("weight"))
-        if weight is not None:
-            spec["weight"] = weight
-        spec.update(live_parameters(config))
-        if stop_when is not None and not enabled:
-            spec["armable_as"] = stop_when  # armed only in a variant with early stop on
-        specs.append(spec)
+        key = (res.get("criterion_type"), res.get("description"))
+        config = configured.get(key, {})
+        used.add(key)
+        specs.append(_spec(cid, base, res.get("criterion_type"), res.get("description"), res.get("gating", True),
+                           res.get("pass_threshold"), config, armed, enabled))
         evaluated = res.get("evaluation_status", "evaluated") != "not_evaluated"
         details = res.get("details")
         if res.get("error"):
@@ -475,7 +460,44 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
             if res.get(key) is not None:
                 record[key] = res[key]
         results.append(record)
+    # Criteria the task declares that produced no result (an errored run is not graded:
+    # coder_eval keeps only its post-failure evidence): declared all the same.
+    for key, config in configured.items():
+        if key in used:
+            continue
+        base = criterion_id(*key)
+        seen[base] = seen.get(base, 0) + 1
+        cid = base if seen[base] == 1 else f"{base} ({seen[base]})"
+        ids.setdefault(base, cid)
+        weight = _num(config.get("weight"))
+        specs.append(_spec(cid, base, key[0], key[1], config.get("gating", weight != 0.0), config.get("pass_threshold"),
+                           config, armed, enabled))
     return specs, results, ids
+
+
+def _spec(cid: str, base: str, ctype: Any, description: Any, gating: Any, threshold: Any, config: dict[str, Any],
+          armed: list[str], enabled: bool) -> dict[str, Any]:
+    """A v1 criterion spec from what coder_eval says of one criterion (its result, else its
+    configuration) and its configuration (which says whether and how it can stop the run)."""
+    stop = config.get("stop_early")
+    # `stop_early` arms a criterion: it always stops on a live fail, and also on a
+    # live pass when `on_pass: stop` (coder_eval's task definition).
+    stop_when = None
+    if isinstance(stop, dict):
+        stop_when = "decided" if stop.get("on_pass") == "stop" else "fail"
+    elif base in armed:
+        stop_when = "decided"
+    threshold = _num(threshold)
+    spec = {"id": cid, "type": _str(ctype), "description": _str(description), "gating": gating is not False,
+            "pass_threshold": threshold if threshold is not None else 0.9,
+            "stop_when": stop_when if (enabled or base in armed) else None}
+    weight = _num(config.get("weight"))
+    if weight is not None:
+        spec["weight"] = weight
+    spec.update(live_parameters(config))
+    if stop_when is not None and not enabled:
+        spec["armable_as"] = stop_when  # armed only in a variant with early stop on
+    return spec
 
 
 def _early_stop_config(enabled: bool, limits: dict[str, Any]) -> dict[str, Any]:

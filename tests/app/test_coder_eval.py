@@ -250,6 +250,11 @@ def test_a_crashed_run_is_an_error_with_its_retried_iterations_shown(real, clien
         assert sum(1 for s in steps if s["record"].get("crashed")) == len(crashed_its)
         # every iteration after a crash starts with a retried step
         assert run["retries"] == sum(1 for i in crashed_its if i + 1 < len(iterations))
+        # not graded, but the criteria its task declares are still its criteria
+        configured = [f"{c['type']}: {c['description']}" for c in want["task"]["task_config"]["resolved"]["success_criteria"]]
+        criteria = _api_run(client, run_id)["criteria"]
+        assert want["task"]["success_criteria_results"] == [] and [c["id"] for c in criteria] == configured
+        assert all(c["declared"] and not c["graded"] for c in criteria)
 
 
 @needs_shared
