@@ -123,7 +123,9 @@ def step_at(session: Session, *, run_pk: int, updated_at: Any, kinds: list[str],
 
 def summary(step: dict[str, Any]) -> dict[str, Any]:
     """The one line a collapsed step shows: each critic action with its count, the reason
-    of the worst critic (strongest action, then lowest score), and what failed."""
+    and score of the worst critic (strongest action, then lowest score), and what failed.
+    The score shown is the worst critic's, beside its reason (the step's stored score, the
+    critics' mean, read beside the worst reason, said "0.45" of a critic that scored 0.10)."""
     outs = step.get("critic_outputs") or []
     counts: dict[str, int] = {}
     for o in outs:
@@ -142,8 +144,11 @@ def summary(step: dict[str, Any]) -> dict[str, Any]:
         if event_failed(e):
             rec = e.get("record") if isinstance(e.get("record"), dict) else {}
             errors.append(f"{e.get('phase') or 'event'}: {rec.get('error') or 'failed'}")
+    worst_score = worst.get("score") if worst else None
     return {"actions": actions, "worst_reason": worst.get("reason") if worst else None,
-            "worst_critic": worst.get("name") if worst else None, "errors": errors}
+            "worst_critic": worst.get("name") if worst else None,
+            "worst_score": worst_score if isinstance(worst_score, (int, float)) and not isinstance(worst_score, bool)
+            else None, "errors": errors}
 
 
 def _calls_in(record: Any) -> tuple[list[int], int]:

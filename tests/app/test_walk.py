@@ -102,9 +102,11 @@ def test_the_one_line_summary_of_a_step(walked, client):
     assert three["worst_reason"] == "forbidden"                 # stop outranks retry, whatever the scores
     assert summary(steps[4])["errors"] == ["ACT: tool crashed"]
     assert summary(steps[5]) == {"actions": [{"action": "continue", "count": 1}], "worst_reason": "fine",
-                                 "worst_critic": "judge", "errors": []}
+                                 "worst_critic": "judge", "worst_score": 0.9, "errors": []}
     head = one(client.get("/runs/walk%2F1").text, "article#step-1 summary.step-head")
     assert text(one(head, ".step-why")) == "returncode 1" and one(head, ".step-why")["title"] == "rc: returncode 1"
+    # the score beside the worst reason is that critic's (0.20), not the step's mean (0.55)
+    assert steps[1]["critic_score"] == pytest.approx(0.55) and text(one(head, ".step-score")) == "rc 0.20"
     assert text(one(head, ".badge.step-error")) == "⚠ 1 error"
     assert text(one(head, ".step-cost")) == "1.50 s · 20 tokens"
 
