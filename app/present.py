@@ -378,3 +378,21 @@ def lane_mark(mark: dict[str, Any]) -> dict[str, Any]:
             "label": LANE_LABELS.get(mark.get("action"), "–"),
             "score_class": f"s{int(round(score * 10))}" if isinstance(score, (int, float)) else "sx",
             "title": title}
+
+
+def suggested_pair(variants: list[str], asked: Any = None) -> Optional[tuple[str, str]]:
+    """The comparison an error answer suggests among an experiment's variants: the side the
+    visitor asked for first when it exists (`?a=smoke&b=nosuch` suggests smoke with its
+    partner, never the reverse), else compare's own default pick (smoke with e2e)."""
+    names = [v for v in variants if isinstance(v, str)]
+    if len(names) < 2:
+        return None
+    first = asked.get("a", {}).get("value") if isinstance(asked, dict) and isinstance(asked.get("a"), dict) else None
+    if first in names:
+        rest = [v for v in names if v != first]
+        partner = "e2e" if "e2e" in rest and first != "e2e" else rest[0]
+        return first, partner
+    from .compare import choose_default
+
+    pick = choose_default({"": names})
+    return (pick[1], pick[2]) if pick else None

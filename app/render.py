@@ -70,6 +70,7 @@ def make_templates() -> Jinja2Templates:
         early_stop_reason_labels=present.EARLY_STOP_REASON_LABELS,
         flag_labels=FLAG_LABELS,
         gauge=present.gauge,
+        suggested_pair=present.suggested_pair,
         truncate=present.truncate,
         urlencode=query_string,
         run_url=lambda run_id, suffix="": f"/runs/{encode_run_id(run_id)}{suffix}",

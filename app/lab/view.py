@@ -21,9 +21,10 @@ from sqlmodel import Session
 
 from qita.live import LiveCapability
 
-from .. import compare
+from .. import compare, notfound
 from ..errors import BoardError
 from ..models import RUNS
+from ..queries import comparison as compare_queries
 from ..queries.cache import data_cached, data_version
 from ..queries.run_list import RunFilters, run_conditions
 from . import calibration, frontier, validate
@@ -56,17 +57,33 @@ class PolicyArgs:
 
 
 def default_filters(session: Session, filters: RunFilters) -> tuple[RunFilters, bool]:
-    """The set to show: the one asked for, else the full variant of compare's default experiment."""
+    """The set to show: the one asked for, else the full variant of compare's default experiment.
+
+    An experiment, variant or tag that no run has is a 404 naming the valid ones, as compare
+    answers it (a set that is empty only because of its other filters is just empty)."""
     asked = filters.as_params()
     for key in ("sort", "order", "offset", "limit"):
         asked.pop(key, None)
     if asked:
+        _check_names(session, filters)
         return filters, False
     pick = compare.choose_default(lq.experiments_with_variants(session))
     if pick is None:
         return filters, True
     experiment, _a, b = pick
     return RunFilters(experiment=experiment, variant=b), True
+
+
+def _check_names(session: Session, filters: RunFilters) -> None:
+    if filters.experiment and not compare_queries.group_exists(session, group=compare.Group("experiment", filters.experiment)):
+        raise notfound.missing_groups(session, kind="experiment", asked={"experiment": filters.experiment},
+                                      missing=[filters.experiment])
+    if filters.experiment and filters.variant and not compare_queries.group_exists(
+            session, group=compare.Group("variant", filters.variant, filters.experiment)):
+        raise notfound.missing_groups(session, kind="variant", asked={"variant": filters.variant},
+                                      missing=[filters.variant], experiment=filters.experiment)
+    if filters.tag and not compare_queries.group_exists(session, group=compare.Group("tag", filters.tag)):
+        raise notfound.missing_groups(session, kind="tag", asked={"tag": filters.tag}, missing=[filters.tag])
 
 
 def set_key(filters: RunFilters) -> tuple:

@@ -67,7 +67,11 @@ def test_compare_with_a_variant_that_does_not_exist_names_the_variants(runs, cli
     valid = one(html.text, "#valid-variants")
     assert text(valid.b) == "ab" and select_texts(valid, "a.tag") == ["e2e", "smoke"]
     compare = one(valid, "a:not(.tag)")
-    assert (compare["href"], text(compare)) == ("/compare?experiment=ab&a=e2e&b=smoke", "compare e2e with smoke")
+    # the side asked for stays first: smoke with its partner, never e2e with smoke
+    assert (compare["href"], text(compare)) == ("/compare?experiment=ab&a=smoke&b=e2e", "compare smoke with e2e")
+    # neither side exists as asked: compare's own default pick, smoke with e2e
+    html = client.get("/compare?experiment=ab&a=nosuch&b=other")
+    assert text(one(html.text, "#valid-variants a.suggested-compare")) == "compare smoke with e2e"
 
 
 def test_compare_with_an_experiment_or_tag_that_does_not_exist_names_the_valid_ones(runs, client):

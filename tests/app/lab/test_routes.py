@@ -159,6 +159,19 @@ def test_a_duplicate_run_is_set_aside_as_compare_sets_it_aside(tmp_path, ingest,
     assert data["set"]["simulated"] == 2
 
 
+def test_a_set_naming_an_experiment_variant_or_tag_that_does_not_exist_is_a_404_naming_the_valid_ones(demo):
+    r = demo.get("/api/lab?experiment=nope")
+    assert r.status_code == 404 and r.json()["error"] == f"no experiment 'nope'; experiments: {EXPERIMENT}"
+    r = demo.get(f"/api/lab?experiment={EXPERIMENT}&variant=nope")
+    assert r.status_code == 404 and r.json()["valid"] == ["e2e", "smoke"]
+    html = demo.get(f"/lab?experiment={EXPERIMENT}&variant=nope")
+    assert html.status_code == 404 and select_texts(html.text, "#valid-variants a.tag") == ["e2e", "smoke"]
+    assert demo.get("/api/lab?tag=nope").status_code == 404
+    # a set that is empty only because of its other filters is just empty
+    r = demo.get(f"/api/lab?experiment={EXPERIMENT}&variant=e2e&q=nothing-matches-this")
+    assert r.status_code == 200 and r.json()["set"]["simulated"] == 0
+
+
 def test_an_informational_criterion_cannot_be_armed(tmp_path, ingest, client):
     records = []
     for i, verdict in enumerate(("pass", "fail")):
