@@ -59,7 +59,8 @@ def _overview(session: Session) -> dict[str, Any]:
         figures = overview.variant_figures(counts, costs.get((e, v), []))
         figures["failing"] = len(failing.get((e, v), []))
         figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)
-        figures["runs_url"] = "/runs?" + urlencode({k: val for k, val in (("experiment", e), ("variant", v)) if val is not None})
+        figures["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(e),
+                                                    "variant": run_list.filter_value(v)})
         exp = experiments.setdefault(e, {"experiment": e, "runs": 0, "running": 0, "latest": None, "variants": []})
         exp["variants"].append(figures)
         exp["runs"] += figures["runs"]
@@ -71,7 +72,7 @@ def _overview(session: Session) -> dict[str, Any]:
         exp["variants"].sort(key=lambda f: (f["variant"] is None, f["variant"] or ""))
         names = [f["variant"] for f in exp["variants"] if f["variant"] is not None]
         exp["variant_names"] = names
-        exp["runs_url"] = "/runs?" + urlencode({"experiment": exp["experiment"]}) if exp["experiment"] is not None else "/runs"
+        exp["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(exp["experiment"])})
         exp["compare"] = None
         if exp["experiment"] is not None and len(names) >= 2:
             exp["compare"] = _default_comparison(session, exp["experiment"], names, headline=i < HEADLINES)

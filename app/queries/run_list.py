@@ -38,6 +38,16 @@ LIST_COLUMNS = [
 ]
 
 
+#: The value of an `experiment` or `variant` filter that picks the runs without one
+#: (`?experiment=(none)`), as `verdict=none` picks the runs without a verdict.
+NONE_VALUE = "(none)"
+
+
+def filter_value(value: Optional[str]) -> str:
+    """A run's experiment or variant as the filter that picks it (None: NONE_VALUE)."""
+    return NONE_VALUE if value is None else value
+
+
 @dataclass
 class RunFilters:
     """The runs-list query: search, filters, sort and page, all carried in the URL."""
@@ -94,7 +104,9 @@ def _where(f: RunFilters, session: Optional[Session] = None, use_index: bool = T
         conds.append(_search(session, f.q, use_index))
     for name in ("experiment", "variant", "state", "model", "task_id"):
         value = getattr(f, name)
-        if value:
+        if value == NONE_VALUE and name in ("experiment", "variant"):
+            conds.append(getattr(RUNS.c, name).is_(None))
+        elif value:
             conds.append(getattr(RUNS.c, name) == value)
     if f.stop_reason:
         conds.append(RUNS.c.stop_reason == f.stop_reason)
@@ -227,7 +239,8 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         .where(*conds).group_by(RUNS.c.experiment, RUNS.c.variant)
         .order_by(func.count().desc(), *_text_order(session, RUNS.c.experiment), *_text_order(session, RUNS.c.variant))
         .limit(BY_VARIANT_SHOWN + 1)).all()
-    by_variant = [{"experiment": e, "variant": v, "runs": int(n), "passed": int(p or 0), "decided": int(p or 0) + int(f or 0),
+    by_variant = [{"experiment": e, "variant": v, "experiment_filter": filter_value(e), "variant_filter": filter_value(v),
+                   "runs": int(n), "passed": int(p or 0), "decided": int(p or 0) + int(f or 0),
                    "pass_rate": pass_rate(int(p or 0), int(f or 0), measured=int(m or 0))} for e, v, n, p, f, m in groups]
     return {
         "runs": total,

@@ -153,3 +153,22 @@ def test_empty_board_says_how_to_start(client):
     assert client.get("/api/experiments").json() == {"experiments": [], "runs": 0}
     empty = one(client.get("/").text, "p.empty")
     assert "qita demo" in select_texts(empty, "code") and "/upload" in [a["href"] for a in empty.select("a")]
+
+
+def test_runs_without_an_experiment_or_variant_link_to_just_those_runs(tmp_path, ingest, client):
+    from tests.app.pages_traces import run_records
+    from tests.app.parsed_html import attrs
+    from tests.conftest import write_jsonl
+
+    recs = run_records("with", experiment="ab", variant="smoke") + run_records("loose", experiment=None, variant=None)
+    assert ingest(write_jsonl(tmp_path / "n.jsonl", recs)).ok
+    loose = next(e for e in client.get("/api/experiments").json()["experiments"] if e["experiment"] is None)
+    assert loose["runs_url"] == "/runs?experiment=%28none%29"
+    assert loose["variants"][0]["runs_url"] == "/runs?experiment=%28none%29&variant=%28none%29"
+    for url in (loose["runs_url"], loose["variants"][0]["runs_url"]):
+        assert [r["run_id"] for r in client.get("/api" + url).json()["data"]] == ["loose"]
+    doc = page(client.get("/").text)
+    assert "/runs?experiment=%28none%29" in attrs(doc, "h2 a", "href")
+    # the runs list's per-variant figures link the same way
+    links = attrs(page(client.get("/runs").text), "ul.variant-rates a", "href")
+    assert any("experiment=%28none%29" in h and "variant=%28none%29" in h for h in links)
