@@ -33,6 +33,18 @@ def _check_group_by(group: Optional[str]) -> Optional[str]:
                      f"not {group[:60]!r}")
 
 
+
+def chooser_defaults(choices: dict[str, list[str]], groups: Any) -> dict[str, Optional[str]]:
+    """What the chooser's two-experiment and two-tag forms start at: the groups shown when
+    they are of that kind, else the first two choices (both sides the same option made the
+    unchanged form a 400)."""
+    out: dict[str, Optional[str]] = {}
+    for kind, names in (("experiment", choices.get("experiments") or []), ("tag", choices.get("tags") or [])):
+        shown = groups if groups is not None and groups[0].kind == kind else None
+        out[f"a_{kind}"] = shown[0].value if shown else (names[0] if names else None)
+        out[f"b_{kind}"] = shown[1].value if shown else (names[1] if len(names) > 1 else None)
+    return out
+
 @router.get("/compare", include_in_schema=False)
 @router.get("/api/compare", summary="Compare two groups of runs, paired by (task_id, replicate)")
 def compare_view(request: Request, session: SessionDep, experiment: Text = None, a: Text = None, b: Text = None,
@@ -50,8 +62,10 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
     group = _check_group_by(group)
     groups = comparison.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=a_experiment,
                             b_experiment=b_experiment, a_tag=a_tag, b_tag=b_tag)
-    context: dict[str, Any] = {"choices": comparison.choices(session), "sort": sort, "only": only or "",
-                               "variants": comparison.variants_by_experiment(session)}
+    choices = comparison.choices(session)
+    context: dict[str, Any] = {"choices": choices, "sort": sort, "only": only or "", "limit_param": limit,
+                               "variants": comparison.variants_by_experiment(session),
+                               "chooser_defaults": chooser_defaults(choices, groups)}
     if groups is None:
         if format in ("md", "csv"):
             raise BoardError("nothing to compare: no experiment has two variants; choose two groups", status=404)

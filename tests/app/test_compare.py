@@ -173,6 +173,23 @@ def test_two_experiments_and_two_tags(client, ingest, tmp_path):
         assert s["steps"]["saved_pct"] == pytest.approx(100 * 8 / 12)
 
 
+def test_the_chooser_starts_at_two_different_groups_and_the_pager_keeps_the_page_size(client, ingest, tmp_path):
+    recs = []
+    for i in range(5):
+        recs += run_records(f"x{i}", f"t{i}", None, 0, passed=True, steps=2, tokens=20, elapsed=2, cost=0.2, experiment="X", tags=["fast"])
+        recs += run_records(f"y{i}", f"t{i}", None, 0, passed=True, steps=3, tokens=30, elapsed=3, cost=0.3, experiment="Y", tags=["slow"])
+    assert ingest(write_jsonl(tmp_path / "c.jsonl", recs)).ok
+    doc = page(client.get("/compare", params={"a_tag": "fast", "b_tag": "slow"}).text)
+    chosen = {s["name"]: one(s, "option[selected]")["value"] for s in doc.select("details.compare-chooser select")
+              if s.find("option", selected=True)}
+    assert (chosen["a_experiment"], chosen["b_experiment"]) == ("X", "Y")      # not X and X: that is a 400
+    assert (chosen["a_tag"], chosen["b_tag"]) == ("fast", "slow")
+    doc = page(client.get("/compare", params={"a_experiment": "X", "b_experiment": "Y", "limit": 2}).text)
+    nxt = one(doc, "p.pairs-pager a")
+    assert "limit=2" in nxt["href"] and "offset=2" in nxt["href"] and nxt["hx-push-url"] == "true"
+    assert one(doc, '#pair-controls input[name="limit"]')["value"] == "2"
+
+
 def test_a_run_with_both_tags_is_never_paired_with_itself(client, ingest, tmp_path):
     # x1 carries both tags: comparing `fast` with `slow` would pair it with itself (1 of 1
     # agreeing). It is left out of both sides and named; x2/y2 still pair on task t2.
