@@ -49,9 +49,10 @@
     if (history.replaceState) history.replaceState(history.state, "", "#" + el.id);
   }
   // n / p: the next or previous step worth a look (the page lists them in data-flagged:
-  // the chosen kinds, or every kind when the list is not filtered).
+  // the chosen kinds, or every kind when the list is not filtered; a live poll replaces
+  // #walk-marks, so steps written while the page is open count too).
   function flagged() {
-    var holder = document.getElementById("steps-section");
+    var holder = document.getElementById("walk-marks") || document.getElementById("steps-section");
     var text = holder ? (holder.dataset.flagged || "") : "";
     return text ? text.split(" ").map(Number) : [];
   }

@@ -125,6 +125,12 @@ def test_run_written_while_open_updates_live_then_stops(browser, tmp_path):
         page.wait_for_selector("#step-1", timeout=20000)
         assert page.locator("#step-0 details.raw").get_attribute("open") is not None   # what was opened stays open
         assert page.locator("a.mark").count() == 2
+        # the retry written while the page was open is a step worth a look: counted, and n reaches it
+        until(page, "document.getElementById('walk-marks').dataset.flagged === '1'")
+        assert page.locator("#walk-count-critic").inner_text() == "(1)"
+        page.evaluate("window.scrollTo(0, 0)")
+        page.locator("body").press("n")
+        until(page, "location.hash === '#step-1'")
         w.write("run_end", status="completed", stop_reason="critic_stop", steps=2)
         page.wait_for_selector("#live.live-off", timeout=20000)
         assert "critic stop" in page.locator(".run-head .badges").inner_text()
