@@ -189,7 +189,7 @@ class Writer:
                 queue.remove(job)
                 if not queue:
                     del self._queues[job.owner]
-                self._end(job, "cancelled", error="cancelled before it started", locked=True)
+                self._end(job, "cancelled", error="it had not started: nothing was read", locked=True)
                 return job
             job.stop_reason = "cancel"
         return job
@@ -239,7 +239,7 @@ class Writer:
                 self._end(job, "done")
             except Stopped:
                 reason = job.stop_reason
-                message = {"cancel": "cancelled: what was read before is kept; upload the same files again to go on",
+                message = {"cancel": "what was read before is kept; upload the same files again to go on",
                            "budget": f"stopped after its time budget of {self.settings.job_budget_s:g} s "
                                      "(QITA_JOB_BUDGET_S): what was read is kept; upload the same files again to go on",
                            }.get(reason or "", "the board stopped: what was read is kept")

@@ -22,7 +22,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from . import tempfiles
 from .errors import BoardError
-from .ingest import IngestIssue, IngestReport
+from .ingest import IngestIssue, IngestReport, Stopped
 from .removal import after_upload
 
 #: Accepted names and the suffix the stored copy gets (which tells ingest how to read it).
@@ -180,8 +180,17 @@ def ingest_job(received: Received):
 
     def run(job, ingestor) -> dict[str, Any]:
         if received.files:
-            report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix="upload:",
-                                           labels=[label for label, _p, _s in received.files])
+            try:
+                report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix="upload:",
+                                               labels=[label for label, _p, _s in received.files])
+            except Stopped as stopped:
+                # Cancelled or out of time: what it wrote before stays, so the upload is
+                # remembered with it (its runs can be removed with it later).
+                partial = stopped.report
+                if partial is not None and partial.run_ids:
+                    job.result = {**upload_result(partial, received),
+                                  **after_upload(ingestor.engine, report=partial, files=received.files), "partial": True}
+                raise
         else:
             report = IngestReport()
         return {**upload_result(report, received), **after_upload(ingestor.engine, report=report, files=received.files)}

@@ -43,7 +43,10 @@ class _CommitFailed(Exception):
 
 class Stopped(Exception):
     """The ingest was told to stop (cancel, time budget, a stop signal): the batch being
-    built was not written; every batch before it was, with its file offset."""
+    built was not written; every batch before it was, with its file offset. `report` is
+    what those batches did (set by `Ingestor.ingest_discovery`)."""
+
+    report: Optional["IngestReport"] = None
 
 
 #: Lines read between two looks at the stop flag (a look is a call; a line costs ~10 µs).
@@ -168,10 +171,14 @@ class Ingestor:
         for label, line, message in found.errors:
             report.errors.append(IngestIssue(label, line, message))
         with _old_objects_frozen():
-            for src in found.sources:
-                self.check_stop()
-                report.files += 1
-                self.ingest_source(src, report, final=final, closed=closed)
+            try:
+                for src in found.sources:
+                    self.check_stop()
+                    report.files += 1
+                    self.ingest_source(src, report, final=final, closed=closed)
+            except Stopped as exc:
+                exc.report = report  # what the committed batches did: an upload remembers it
+                raise
         self.sweep()
         if report.created:
             self.analyze(len(report.created))

@@ -133,6 +133,11 @@ def test_a_running_upload_is_cancelled_at_its_next_batch(tmp_path):
         _wait(lambda: c.get(job["poll"]).json()["records"] > 0)
         c.post(job["cancel_url"])
         end = _wait(lambda: (j := c.get(job["poll"]).json())["state"] in ("done", "failed", "cancelled") and j, 10)
-        assert end["state"] == "cancelled" and end["error"].startswith("cancelled: what was read before is kept")
+        assert end["state"] == "cancelled" and end["error"].startswith("what was read before is kept")
         count = c.get("/api/runs/r/steps", params={"limit": 1}).json()["count"]
         assert (count + 1) % 20 == 0 and count < 40_000
+        # what it wrote is an upload of its own, which removes with it
+        partial = end["result"]
+        assert partial["partial"] is True and partial["runs_created"] == ["r"] and partial["records"] == count + 1
+        upload = c.get(f"/api/uploads/{partial['upload_id']}").json()
+        assert [r["run_id"] for r in upload["runs_created"]] == ["r"]

@@ -33,7 +33,7 @@ def test_a_queued_upload_shows_its_state_and_can_be_cancelled(live_server, page)
         page.get_by_role("button", name="Cancel").click()
         cancelled = page.locator("#upload-cancelled")
         cancelled.wait_for()
-        assert cancelled.inner_text() == "Upload cancelled: cancelled before it started"
+        assert cancelled.inner_text() == "Upload cancelled: it had not started: nothing was read"
     finally:
         release.set()
     page.set_input_files("#files", files=[{"name": "picked.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
@@ -41,3 +41,30 @@ def test_a_queued_upload_shows_its_state_and_can_be_cancelled(live_server, page)
     page.locator(".upload-result .runs-created a").wait_for()
     assert page.locator(".upload-result .runs-created a").inner_text() == "browser/run"
     assert page.errors == []
+
+
+def test_a_running_upload_cancelled_offers_to_remove_what_it_wrote(tmp_path, browser):
+    from qita_board.settings import Settings
+    from tests.browser.conftest import LiveServer
+
+    server = LiveServer(Settings(db=str(tmp_path / "c.db"), ingest_workers=1, batch_lines=20)).start()
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        body = orjson.dumps({"type": "run_start", "run_id": "big", "task_id": "t"}) + b"\n" + b"".join(
+            orjson.dumps({"type": "step", "run_id": "big", "step": i, "observation": "x" * 200}) + b"\n"
+            for i in range(60_000))
+        page.goto(server.url + "/upload")
+        page.set_input_files("#files", files=[{"name": "big.jsonl", "mimeType": "application/x-ndjson", "buffer": body}])
+        page.get_by_role("button", name="Upload").click()
+        page.locator("#upload-job[data-state=running]").wait_for(timeout=30_000)
+        page.get_by_role("button", name="Cancel").click()
+        partial = page.locator("#upload-partial")
+        partial.wait_for(timeout=30_000)
+        assert page.locator("#upload-cancelled").inner_text().startswith("Upload cancelled: what was read before is kept")
+        assert "1 run created" in partial.inner_text()
+        partial.locator("a.upload-remove").click()
+        page.wait_for_url("**/uploads/*/delete")
+        assert "big" in page.locator("main").inner_text()
+    finally:
+        page.close()
+        server.stop()
