@@ -115,7 +115,8 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
                 "smoke-vs-e2e comparison.",
         version="0.1.0",
         lifespan=lifespan,
-        docs_url="/api/docs",
+        # FastAPI's page loads Swagger UI from a CDN: app.routes.docs serves the vendored one
+        docs_url=None,
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
