@@ -43,7 +43,7 @@ def test_whatif_refuses_what_cannot_fire_with_exit_2(tmp_path):
         .arming_refusal("pass")
     assert r.returncode == 2 and r.stderr.strip() == f"error: {reason}"
     nothing = qita("whatif", "--experiment", "no-such", "--variant", "e2e", "--db", db)
-    assert nothing.returncode == 2 and "no finished full run" in nothing.stderr
+    assert nothing.returncode == 2 and nothing.stderr.strip() == f"error: no experiment 'no-such'; experiments: {EXPERIMENT}"
 
 
 def test_whatif_help_ends_with_an_example():
