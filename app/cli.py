@@ -233,6 +233,7 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
     """
     from sqlmodel import Session
 
+    from . import compare as compare_rules
     from . import compare_export
     from .compare import MEASURES, plural
     from .db import open_database
@@ -251,7 +252,7 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
                 _fail("nothing to compare: no experiment has two variants (give --experiment, --a and --b)", code=2)
                 return
             ga, gb = groups
-            data = Masker().data(comparison.comparison(session, ga, gb, group=group))
+            data = Masker().data(comparison.comparison(session, ga, gb, group=compare_rules.check_group_by(group)))
     except BoardError as exc:
         _fail(exc.message, code=2 if exc.status in (400, 404) else 1)
         return

@@ -36,7 +36,9 @@ from typing import Any, Iterable, Optional
 
 from . import stats
 from .compare_flags import early_stop_flags, step_calls
+from .errors import BoardError
 from .jsontext import column_value
+from .secrets import is_secret_key
 
 #: (name in the summary, run column, label): the order of the savings bars.
 MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool calls"),
@@ -333,6 +335,22 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
 #: What pairs can be grouped by (besides `meta:KEY`, a metadata key of the a-run).
 GROUP_BY = ("tag", "deciding_criterion", "criterion_type", "stop_reason")
 NO_EARLY_STOP = "(did not stop early)"
+
+
+def check_group_by(group: Optional[str]) -> Optional[str]:
+    """`group` when pairs can be grouped by it (a 400 naming the choices otherwise). A
+    metadata key that sounds secret (`meta:DB_PASSWORD`) is refused: its values are masked
+    everywhere, and groups named by them would show them (app.secrets.is_secret_key)."""
+    if not group:
+        return None
+    if group.startswith("meta:") and len(group) > 5:
+        if is_secret_key(group[5:]):
+            raise BoardError(f"metadata key {group[5:205]!r} holds secrets: its values are masked, so pairs cannot "
+                             "be grouped by them")
+        return group
+    if group in GROUP_BY:
+        return group
+    raise BoardError(f"group must be one of {', '.join(GROUP_BY)} or meta:KEY (a metadata key), not {group[:60]!r}")
 
 
 def group_keys(by: str, row: dict[str, Any], criteria: Optional[list[dict[str, Any]]]) -> list[str]:

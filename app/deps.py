@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from sqlmodel import Session
 
 from .notfound import missing_run
-from .queries.live import find_run
+from .queries.live import find_run, unmask_run_id
 from .queries.run_detail import get_run_row
 from .settings import Settings
 
@@ -39,14 +39,25 @@ def _found(session: Session, run_id: str, row: Optional[dict[str, Any]]) -> dict
     return row
 
 
+def _real_id(session: Session, run_id: str) -> str:
+    """The id itself, or the one a masked id in a page's link stands for (app.queries.live.unmask_run_id)."""
+    return unmask_run_id(session, run_id=run_id) or run_id
+
+
 def run_ref(session: SessionDep, run_id: str) -> dict[str, Any]:
     """The run `run_id` names, as `app.queries.live.find_run` reads it; a 404 naming the id when absent."""
-    return _found(session, run_id, find_run(session, run_id=run_id))
+    row = find_run(session, run_id=run_id)
+    if row is None:
+        row = find_run(session, run_id=_real_id(session, run_id))
+    return _found(session, run_id, row)
 
 
 def run_row(session: SessionDep, run_id: str) -> dict[str, Any]:
     """The run's whole row (`app.queries.run_detail.get_run_row`); a 404 naming the id when absent."""
-    return _found(session, run_id, get_run_row(session, run_id=run_id))
+    row = get_run_row(session, run_id=run_id)
+    if row is None:
+        row = get_run_row(session, run_id=_real_id(session, run_id))
+    return _found(session, run_id, row)
 
 
 RunDep = Annotated[dict[str, Any], Depends(run_ref)]

@@ -59,9 +59,15 @@ def searchable(value: Any) -> Optional[str]:
 
 
 def _cut(value: str) -> str:
-    """`value` cut to about TEXT_CHARS where no secret is split (a cut secret's prefix
-    would escape the masking and be searchable)."""
-    return value if len(value) <= TEXT_CHARS else value[:cut_point(value, 0, TEXT_CHARS)]
+    """`value` cut to about TEXT_CHARS, masked first where it is longer: cutting first can
+    take the end of a secret's shape away (the `@` of `postgresql://u:pw@host` just past the
+    cut left `pw` unmasked, and searchable character by character). Masking looks at a few
+    times TEXT_CHARS (no secret is longer), then the masked text is cut where no
+    placeholder splits."""
+    if len(value) <= TEXT_CHARS:
+        return value
+    masked = mask_text(value[:cut_point(value, 0, 4 * TEXT_CHARS)])
+    return masked if len(masked) <= TEXT_CHARS else masked[:cut_point(masked, 0, TEXT_CHARS)]
 
 
 def _digest(text: str) -> str:

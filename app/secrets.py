@@ -52,10 +52,12 @@ MAX_PEM_CHARS = 32 * 1024
 
 #: Key names (lower-cased, without `_ - . ` and spaces) that end in one of these hold secrets.
 SECRET_KEY_SUFFIXES = ("password", "passwd", "passphrase", "passwords", "secret", "secrets", "secretkey",
-                       "apikey", "token", "privatekey", "accesskey", "authorization", "cookie", "credential",
-                       "credentials")
+                       "apikey", "token", "privatekey", "accesskey", "authorization", "cookie", "cookies", "credential",
+                       "credentials", "encryptionkey", "signingkey", "accountkey", "masterkey", "sessionkey", "authkey",
+                       "secretkeybase", "privatekeypem", "credentialsjson", "secretvalue", "passwordconfirmation",
+                       "passwordhash", "jwt")
 #: Key names that are secret only on their own.
-SECRET_KEY_NAMES = frozenset({"pwd", "pass", "auth", "bearer", "pin", "sessionid"})
+SECRET_KEY_NAMES = frozenset({"pwd", "pw", "pass", "auth", "bearer", "pin", "sessionid", "session"})
 #: Names ending like a secret that are not (tokenizer settings seen in model configs).
 NOT_SECRET_KEY_NAMES = frozenset({"bostoken", "eostoken", "padtoken", "unktoken", "septoken", "clstoken",
                                   "masktoken", "stoptoken", "nexttoken"})
@@ -70,9 +72,9 @@ _KEY_SEPARATORS = str.maketrans("", "", "_-. ")
 
 #: Lower-case substrings one of which every secret-sounding key contains (with any of
 #: the separators `is_secret_key` removes inside split words).
-_KEY_NEEDLES = ("pass", "pwd", "secret", "token", "auth", "cookie", "credential", "private", "bearer", "pin",
-                "session", *(f"api{s}key" for s in ("", "_", "-", ".", " ")),
-                *(f"access{s}key" for s in ("", "_", "-", ".", " ")))
+_KEY_NEEDLES = ("pass", "pwd", "pw", "secret", "token", "auth", "cookie", "credential", "private", "bearer", "pin",
+                "session", "jwt", *(f"{w}{s}key" for w in ("api", "access", "encryption", "signing", "account", "master")
+                                    for s in ("", "_", "-", ".", " ")))
 
 
 def is_secret_key(name: Any) -> bool:
@@ -105,8 +107,14 @@ def placeholder(kind: str, value: str) -> str:
     return f"{PLACEHOLDER_PREFIX}{kind} …{tail}]" if tail else f"{PLACEHOLDER_PREFIX}{kind}]"
 
 
+_PLACEHOLDER = re.compile(r"\[secret masked: [a-z-]{1,40}(?: …[^\]]{1,4})?\]")
+_PLACEHOLDER_KIND = re.compile(r"\[secret masked: ([a-z-]{1,40})")
+
+
 def _is_placeholder(text: str) -> bool:
-    return text.startswith("[secret") or text.startswith(PLACEHOLDER_PREFIX)
+    """A whole value that is one of our placeholders (and nothing else: a value that only
+    begins like one, `[secret]hunter2`, is not)."""
+    return _PLACEHOLDER.fullmatch(text.strip()) is not None
 
 
 # -- detectors ---------------------------------------------------------------------------------
@@ -115,8 +123,8 @@ def _is_placeholder(text: str) -> bool:
 
 #: `name = value` separators, possessive: `\s*["']?\s*[:=]` backtracked quadratically over
 #: a long run of spaces ("password" + 100 KB of spaces took 53 s).
-_ASSIGN = r"""(\s*+["']?+\s*+[:=]\s*+["']?+)"""
-_VALUE = r"""([^\s"',;&}\]]++)"""
+_ASSIGN = r"""(\s*+\\?+["']?+\s*+(?:=>|[:=])\s*+\\?+["']?+)"""
+_VALUE = r"""([^\s"',;&}\]\\]++)"""
 _NAME = r"(?<![\w.-])([\w.-]{1,200}+)"
 
 
@@ -133,6 +141,13 @@ class Detector:
     accept: Optional[Callable[[re.Match], Optional[str]]] = None
     #: a whole custom substitution, for what a regex cannot do in linear time
     custom: Optional[Callable[[str, Callable[[str, str], str]], str]] = None
+    #: when `accept` refuses a match, look for matches inside its secret group (`named`)
+    nested: bool = False
+
+
+#: How many rejected names deep a `named` assignment is looked for inside a value (each
+#: level scans a suffix of the one above once: `x: y: DB_PASSWORD=…` is two levels).
+NESTED_LEVELS = 3
 
 
 def _c(pattern: str, flags: int = 0) -> re.Pattern:
@@ -177,7 +192,7 @@ def _accept_flag(m: re.Match) -> Optional[str]:
 _PROSE_NAMES = frozenset({"pass", "auth", "pin", "bearer"})
 _HEADER_NAME = re.compile(r"(?i)(?:proxy-)?authorization|(?:set-)?cookie")
 _PEM_BEGIN = "-----BEGIN "
-_PEM_LABEL = re.compile(r"[A-Z0-9 ]{0,40}?PRIVATE KEY-----")
+_PEM_LABEL = re.compile(r"[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
 _PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,-]{16,%d}+" % MAX_PEM_CHARS)
 
 
@@ -241,16 +256,30 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("github-token", _c(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}+|github_pat_[A-Za-z0-9_]{22,}+)"), 0,
              ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
     Detector("slack-token", _c(r"(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}+"), 0, ("xox",)),
+    Detector("stripe-key", _c(r"(?<![\w-])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}+"), 0, ("sk_live_", "sk_test_",
+                                                                                         "rk_live_", "rk_test_")),
+    Detector("gitlab-token", _c(r"(?<![\w-])gl(?:pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}+"), 0, ("glpat-", "gldt-", "glptt-", "glrt-")),
+    Detector("sendgrid-key", _c(r"(?<![\w.-])SG\.[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{16,}+"), 0, ("sg.",)),
     Detector("google-api-key", _c(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}"), 0, ("aiza",)),
     # `Authorization: <scheme> <credentials>`, `Cookie: …`, `Set-Cookie: …`: the rest of the line.
     Detector("http-header", _c(r"(?i)(?<![\w.-])((?:proxy-)?authorization|(?:set-)?cookie)" + r"""(\s*+["']?+\s*+[:=]\s*+["']?+)"""
                                r"""(?:(?:basic|bearer|digest|token|negotiate|ntlm)[ \t]++)?+([^\r\n"']{3,}+)"""), 3,
              ("authorization", "cookie"), accept=lambda m: "secret"),
+    # `curl -u user:password`, `--user user:password`: the part after the colon
+    Detector("cli-user", _c(r"""(?<![\w-])(?:-u|--user)(?:=|[ \t]*+)["']?+[^\s:"']{1,200}+:([^\s"'@]{1,512}+)"""), 1,
+             ("-u", "--user")),
+    # `mysql -pSECRET` (the value joined to the flag; `-p` alone asks for it), `sshpass -p SECRET`
+    Detector("cli-password", _c(r"""(?<![\w-])(?:mysql|mysqldump|mariadb)\b[^\n|;&]{0,200}?\s-p["']?+([^\s"']{2,}+)"""), 1,
+             ("mysql", "mariadb")),
+    Detector("cli-password", _c(r"""(?<![\w-])sshpass[ \t]++-p[ \t]*+["']?+([^\s"']++)"""), 1, ("sshpass",)),
+    # `DB_PASSWORD=Tr0ub4dor&3`: an environment variable's value runs to the next white space
+    Detector("env-assign", _c(r"""(?<![\w.-])([A-Z][A-Z0-9_]{0,100}+)=((?!["'])[^\s"';]++)"""), 2, _KEY_NEEDLES,
+             accept=lambda m: _key_kind(m.group(1)) if is_secret_key(m.group(1)) else None),
     # `--password x`, `--api-key=x`
     Detector("cli-flag", _c(r"""(?<![\w-])--([A-Za-z][\w-]{0,100}+)(?:=|[ \t]++)["']?+([^\s"']++)"""), 2,
              ("--",), accept=_accept_flag),
     # `password=…`, `DB_PASSWORD=…`, `"SecretAccessKey": "…"`, `api_key: …`
-    Detector("named", _c(_NAME + _ASSIGN + _VALUE), 3, _KEY_NEEDLES, accept=_accept_named(6)),
+    Detector("named", _c(_NAME + _ASSIGN + _VALUE), 3, _KEY_NEEDLES, accept=_accept_named(5), nested=True),
 )
 
 
@@ -270,6 +299,8 @@ _TEXT_CACHE: "OrderedDict[tuple[int, int], tuple[Optional[str], int, tuple[str, 
 _CACHE_LOCK = threading.Lock()
 
 _ALL_NEEDLES = tuple(dict.fromkeys(n for det in DETECTORS for n in det.needles))
+#: Whether a value a `named` match was refused for may hold a secret-sounding name of its own.
+_KEY_NEEDLES_RE = re.compile("|".join(re.escape(n) for n in _KEY_NEEDLES))
 #: The same test as `any(n in low for n in _ALL_NEEDLES)` in one C call: an alternation of
 #: literals finds a match exactly when one of them occurs. Half the time on short strings
 #: (8 µs against 14 µs for an 80-character critic reason, measured), which the search
@@ -395,16 +426,39 @@ class Masker:
         self.kinds.add(kind)
         return placeholder(kind, secret)
 
-    def _replacer(self, det: Detector) -> Callable[[re.Match], str]:
+    def _sub_within(self, det: Detector, string: str, start: int, end: int, depth: int) -> str:
+        """`string[start:end]` with `det`'s matches inside it replaced (matched in `string`
+        itself: its lookbehinds and placeholders see the text around)."""
+        assert det.pattern is not None
+        cache = self.__dict__.setdefault("_nested", {})
+        repl = cache.get((det.kind, depth))
+        if repl is None:
+            repl = cache[(det.kind, depth)] = self._replacer(det, depth)
+        out, pos = [], start
+        for inner in det.pattern.finditer(string, start, end):
+            out.append(string[pos:inner.start()])
+            out.append(repl(inner))
+            pos = inner.end()
+        out.append(string[pos:end])
+        return "".join(out)
+
+    def _replacer(self, det: Detector, depth: int = 0) -> Callable[[re.Match], str]:
         def repl(m: re.Match) -> str:
             secret = m.group(det.group)
             kind = det.kind
             if det.accept is not None:
                 kind = det.accept(m)
                 if kind is None:
+                    if det.nested and depth < NESTED_LEVELS and _KEY_NEEDLES_RE.search(secret.lower()):
+                        # `crash: DB_PASSWORD=x`, `GET /v1?api_key=x`: the rejected name's value
+                        # holds the real assignment; look into it (a few levels, so linear),
+                        # in the whole string, so a placeholder there is seen whole
+                        vs, ve = m.start(det.group), m.end(det.group)
+                        inner = self._sub_within(det, m.string, vs, ve, depth + 1)
+                        return m.string[m.start(0):vs] + inner + m.string[ve:m.end(0)]
                     return m.group(0)
-            if secret.lower() in _NOT_SECRET_VALUES or _is_placeholder(secret):
-                return m.group(0)
+            if secret.lower() in _NOT_SECRET_VALUES or _PLACEHOLDER.match(m.string, m.start(det.group)):
+                return m.group(0)  # nothing, or one of our placeholders (an earlier detector's)
             whole = m.group(0)
             if det.group == 0:
                 return self._replace(kind, secret)
@@ -419,12 +473,13 @@ class Masker:
             return self.text(value)
         if value.strip().lower() in _NOT_SECRET_VALUES or _is_placeholder(value):
             return value
-        if self.max_chars is not None and len(value) > self.max_chars:
-            return self._replace(kind, value)
-        masked = self.text(value)
-        if masked != value:
-            return masked  # a recognised shape inside: keep the surrounding text
-        return self._replace(kind, value)
+        # The whole value, whatever it holds: a cookie header's other cookies, a passphrase's
+        # other words (keeping the text around a recognised shape showed them). A shape
+        # recognised inside names the kind (an OpenAI key under OPENAI_API_KEY).
+        before = self.count
+        found = _PLACEHOLDER_KIND.search(self.text(value)) if not self.max_chars or len(value) <= self.max_chars else None
+        self.count = before
+        return self._replace(found.group(1) if found else kind, value)
 
     def _secret_scalar(self, kind: str, value: Any, key: Any) -> Any:
         """A number under a password-like key is a secret too; other scalars stay."""
@@ -609,6 +664,8 @@ def _may_hold_secret(obj: Any, *, needles: bool = True) -> Optional[bool]:
         return None
     if not needles:
         return False
+    if not blob.isascii():
+        return True  # bytes.lower() folds ASCII only: `TO\u212aEN` (a Kelvin sign) is "token" to is_secret_key
     low = blob.lower()
     return any(n in low for n in _PRECHECK_NEEDLES)
 

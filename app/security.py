@@ -256,11 +256,14 @@ class SecurityMiddleware:
                 await self._deny(send, 429, f"too many wrong tokens from this address: try again in {wait} s",
                                  json=is_api or method in UNSAFE, extra=[(b"retry-after", str(wait).encode())])
                 return
+        authorised = guard.authorised(headers)
+        if self.settings.token and presented_token(headers) is not None and not authorised:
+            # A wrong token counts wherever it is sent: a read that does not need one still
+            # answers differently to the right one (?reveal=secrets, /login's "signed in").
+            guard.limiter.failed(peer)
         needs_token = method in UNSAFE or self.settings.read_auth
         if needs_token and self.settings.token and path not in OPEN_PATHS and not path.startswith(OPEN_PREFIXES) \
-                and not guard.authorised(headers):
-            if presented_token(headers) is not None:
-                guard.limiter.failed(peer)
+                and not authorised:
             await self._deny(send, 401, "this board needs its token for that: sign in at /login or send "
                                         "'Authorization: Bearer TOKEN'", json=is_api or method in UNSAFE)
             return

@@ -19,6 +19,7 @@ from ..errors import BoardError
 from ..models import CRITERIA, CRITICS, EARLY, RUNS, STEPS
 from ..models import RUN_TAGS as TAGS
 from ..notfound import missing_groups
+from ..secrets import is_secret_key
 from .cache import data_cached, data_version
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
@@ -112,12 +113,14 @@ def group_evidence(session: Session, *, group: Group) -> dict[int, dict[str, Any
 
 
 def metadata_keys(session: Session, *, group: Group, limit: int = 50) -> list[str]:
-    """Metadata keys the runs of a group carry (for the group-by menu), from a sample."""
+    """Metadata keys the runs of a group carry (for the group-by menu), from a sample; not
+    the secret-sounding ones (app.compare.check_group_by refuses them)."""
     keys: dict[str, None] = {}
     for (meta,) in session.execute(select(RUNS.c.meta).where(_condition(group)).limit(200)):
         if isinstance(meta, dict):
             for k, v in meta.items():
-                if isinstance(k, str) and isinstance(v, (str, int, float, bool)) and len(keys) < limit:
+                if isinstance(k, str) and isinstance(v, (str, int, float, bool)) and len(keys) < limit \
+                        and not is_secret_key(k):
                     keys.setdefault(k, None)
     return sorted(keys)
 

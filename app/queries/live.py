@@ -10,6 +10,8 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from ..models import RUNS
+from ..search import escape_like
+from ..secrets import PLACEHOLDER_PREFIX, mask_text
 from .cache import data_version
 
 
@@ -23,6 +25,26 @@ def find_run(session: Session, *, run_id: str) -> Optional[dict[str, Any]]:
         return None
     return {"pk": row["id"], "run_id": run_id, "state": row["state"], "steps": row["steps"],
             "updated_at": row["updated_at"], "stamp": run_stamp(row)}
+
+
+#: Runs sharing the text before a masked part of an id that are masked and compared.
+_MASKED_CANDIDATES = 2000
+
+
+def unmask_run_id(session: Session, *, run_id: str) -> Optional[str]:
+    """The run id a masked one stands for, when exactly one run's id masks to it.
+
+    A run id can hold a secret's shape (`deploy token=…`): pages show it masked, and their
+    links carry the masked id. It is resolved here by masking the ids that share its text
+    before the first placeholder (never by showing the raw id to whoever asks)."""
+    start = run_id.find(PLACEHOLDER_PREFIX)
+    if start < 0:
+        return None
+    head = run_id[:start]
+    stmt = select(RUNS.c.run_id).where(RUNS.c.run_id.like(escape_like(head) + "%", escape="\\")) \
+        .order_by(RUNS.c.run_id).limit(_MASKED_CANDIDATES)
+    found = [rid for rid in session.execute(stmt).scalars() if rid != run_id and mask_text(rid) == run_id]
+    return found[0] if len(found) == 1 else None
 
 
 def run_stamp(row: Any) -> str:

@@ -24,13 +24,6 @@ PAGE_PAIRS = 200
 Text = Annotated[Optional[str], Query(max_length=400)]
 
 
-def _check_group_by(group: Optional[str]) -> Optional[str]:
-    if not group:
-        return None
-    if group in compare.GROUP_BY or (group.startswith("meta:") and len(group) > 5):
-        return group
-    raise BoardError(f"group must be one of {', '.join(compare.GROUP_BY)} or meta:KEY (a metadata key), "
-                     f"not {group[:60]!r}")
 
 
 
@@ -59,7 +52,7 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
                  format: Annotated[Optional[Literal["json", "md", "csv", ""]], Query(
                      description="json (the default under /api), md (Markdown for a pull request) or csv (the pairs)")] = None) -> Any:
     """Summary figures with their intervals, headline, flags, groups and per-task pairs of group a against group b."""
-    group = _check_group_by(group)
+    group = compare.check_group_by(group)
     groups = comparison.resolve_groups(session, experiment=experiment, a=a, b=b, a_experiment=a_experiment,
                             b_experiment=b_experiment, a_tag=a_tag, b_tag=b_tag)
     choices = comparison.choices(session)

@@ -70,6 +70,24 @@ def test_no_query_reads_a_masked_secret(runs, client):
     assert found(client, "login failed for") == {"leaky"}  # the error text around it is found
 
 
+def test_a_secret_behind_a_word_or_at_the_search_cut_is_no_oracle(tmp_path, ingest, client):
+    # a tool error "bash: GITHUB_TOKEN=…" (the word before it once hid the assignment from the
+    # masker), and a URL password whose "@" falls just past the 4,096 characters search keeps
+    cut = '{"pad":"' + "a" * 4050 + '","db":"postgresql://app:Qz7LEAKcut92@db.internal/prod"}'
+    assert cut.index("@") >= 4095
+    path = write_jsonl(tmp_path / "o.jsonl", [
+        {"type": "run_start", "run_id": "behind"},
+        {"type": "step", "run_id": "behind", "step": 0,
+         "tool_invocations": [{"tool_name": "bash", "status": "error", "error": "GITHUB_TOKEN=Qz7LEAKinv93abc rejected"}]},
+        {"type": "run_end", "run_id": "behind", "status": "completed", "final_result": cut},
+    ])
+    assert ingest(path).ok
+    assert found(client, "rejected") == {"behind"}
+    for secret in ("Qz7LEAKinv93abc", "Qz7LEAKcut92"):
+        for n in (3, 5, 8, len(secret)):
+            assert found(client, secret[:n]) == set(), secret[:n]
+
+
 def test_a_deleted_run_is_no_longer_found(runs, client):
     assert client.delete("/api/runs/walker").status_code in (200, 204)
     assert found(client, "returncode") == set()

@@ -62,3 +62,51 @@ def test_the_token_holder_sees_the_value_when_asking(tmp_path, url):
         body = c.get(url + "&reveal=secrets", headers={"authorization": f"Bearer {TOKEN}"}).text
     assert any(raw in body for raw in SECRETS.values())
     assert "[secret masked: " not in body
+
+
+def test_compare_never_groups_by_a_secret_key_nor_offers_it(tmp_path, ingest, client):
+    from tests.app.pages_traces import run_records
+    from tests.app.parsed_html import page
+    from tests.conftest import write_jsonl
+
+    recs = []
+    for rid, variant in (("s1", "smoke"), ("e1", "e2e")):
+        r = run_records(rid, experiment="secx", variant=variant)
+        r[0]["task_id"] = "t1"
+        r[0]["metadata"] = {"DB_PASSWORD": "LEAKdbpw22", "pin": 4711, "scenario": "retry"}
+        recs += r
+    assert ingest(write_jsonl(tmp_path / "g.jsonl", recs)).ok
+    for key in ("DB_PASSWORD", "pin", "password"):
+        r = client.get("/api/compare", params={"experiment": "secx", "a": "smoke", "b": "e2e", "group": f"meta:{key}"})
+        assert r.status_code == 400 and r.json()["error"] == (
+            f"metadata key {key!r} holds secrets: its values are masked, so pairs cannot be grouped by them")
+        assert "LEAKdbpw22" not in r.text and "4711" not in r.text
+    ok = client.get("/api/compare", params={"experiment": "secx", "a": "smoke", "b": "e2e", "group": "meta:scenario"})
+    assert [g["group"] for g in ok.json()["grouped"]] == ["retry"]
+    menu = [o["value"] for o in page(client.get("/compare", params={"experiment": "secx", "a": "smoke", "b": "e2e"}).text)
+            .select("#group-by option")]
+    assert "meta:scenario" in menu and "meta:DB_PASSWORD" not in menu and "meta:pin" not in menu
+
+
+def test_a_run_whose_id_holds_a_secret_opens_by_its_masked_id(tmp_path, ingest, client):
+    from urllib.parse import quote
+
+    from qita_board.secrets import mask_text
+    from tests.app.pages_traces import run_records
+    from tests.conftest import write_jsonl
+
+    rid = "deploy token=abcdef123456 run"
+    assert ingest(write_jsonl(tmp_path / "i.jsonl", run_records(rid))).ok
+    shown = mask_text(rid)
+    assert shown != rid and "abcdef" not in shown
+    listed = client.get("/api/runs").json()["data"][0]["run_id"]
+    assert listed == shown                                   # the list shows (and links) the masked id
+    for path in ("/runs/{}", "/api/runs/{}", "/runs/{}/export.jsonl", "/api/runs/{}/steps"):
+        r = client.get(path.format(quote(shown, safe="")))
+        assert r.status_code == 200, path
+        assert "abcdef123456" not in r.text, path
+    # a masked id no run masks to is a 404; so is one that two runs mask to (never a guess)
+    assert client.get("/api/runs/" + quote(mask_text("deploy token=zzzzzzzzzzzzzzzzzzzz run"), safe="")).status_code == 404
+    assert ingest(write_jsonl(tmp_path / "j.jsonl", run_records("deploy token=qwerty987654 run"))).ok
+    assert mask_text("deploy token=qwerty987654 run") == shown
+    assert client.get("/api/runs/" + quote(shown, safe="")).status_code == 404

@@ -93,3 +93,72 @@ def test_a_value_on_an_ordinary_path_is_masked_by_its_shape_only():
 def test_find_secrets_names_kind_and_value():
     assert find_secrets("DB_PASSWORD=hunter22 and postgresql://u:pw@h/d") == [("url-password", "pw"),
                                                                              ("password", "hunter22")]
+
+
+# -- forms an attacker's review found unmasked ------------------------------------------------------
+
+@pytest.mark.parametrize("raw,expected", [
+    # an assignment behind a word that is not a secret's name (its value held the assignment)
+    ("crash: AWS_SECRET_ACCESS_KEY=" + AWS_SECRET, "crash: AWS_SECRET_ACCESS_KEY=[secret masked: aws-secret-key …EKEY]"),
+    ("error: DB_PASSWORD=hunter22", "error: DB_PASSWORD=[secret masked: password]"),
+    ("Error: token=abcdefghij", "Error: token=[secret masked: secret]"),
+    ("note: password=hunter22", "note: password=[secret masked: password]"),
+    ("GET https://api.example.com/v1?api_key=abcdef123456", "GET https://api.example.com/v1?api_key=[secret masked: secret]"),
+    ("fetch https://x.io/a?access_token=zzzzzzzz&x=1", "fetch https://x.io/a?access_token=[secret masked: secret]&x=1"),
+    ("npm: //registry.npmjs.org/:_authToken=abcdef123456", "npm: //registry.npmjs.org/:_authToken=[secret masked: secret]"),
+    # command lines
+    ("curl -u admin:hunter22 https://h", "curl -u admin:[secret masked: cli-user] https://h"),
+    ("mysql -uroot -pS3cretPW db", "mysql -uroot -p[secret masked: cli-password] db"),
+    ("sshpass -p 'hunter22' ssh h", "sshpass -p '[secret masked: cli-password]' ssh h"),
+    # other spellings of an assignment, and values that run on
+    ("'password' => 'hunter22'", "'password' => '[secret masked: password]'"),
+    ('{\\"password\\": \\"hunter22\\"}', '{\\"password\\": \\"[secret masked: password]\\"}'),
+    ("DB_PASSWORD=Tr0ub4dor&3 next", "DB_PASSWORD=[secret masked: password] next"),
+    ("pw=abcdef", "pw=[secret masked: secret]"),
+    ("API_KEY=LEAK8", "API_KEY=[secret masked: secret]"),
+    ("AccountKey=abcdefghijklmnopqrstuvwx==;", "AccountKey=[secret masked: secret …wx==];"),
+    # token shapes
+    ("sk_live_abcdefghijklmnop1234", "[secret masked: stripe-key …1234]"),
+    ("glpat-abcdefghijklmnopqrst12", "[secret masked: gitlab-token …st12]"),
+    ("SG.abcdefghijklmnopqr.abcdefghijklmnopqrstu", "[secret masked: sendgrid-key …rstu]"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nabcdefghijklmnopqrstuvwxyz0123\n-----END PGP PRIVATE KEY BLOCK-----",
+     "[secret masked: private-key]"),
+    # a value that only looks like our placeholder is masked like any other
+    ("password=[secret masked: hunter2]", "password=[secret masked: password] masked: hunter2]"),
+])
+def test_forms_found_by_review_are_masked(raw, expected):
+    assert mask_text(raw) == expected
+
+
+@pytest.mark.parametrize("harmless", ["mysql -p db", "mysql -u root -p", "the -p flag", "ls -u", "PATH=/usr/bin:/bin",
+                                      "TOKEN_COUNT=5", "x: y: z", "tests pass: 3 of 3"])
+def test_their_look_alikes_are_left_alone(harmless):
+    assert mask_text(harmless) == harmless
+
+
+@pytest.mark.parametrize("key", ["cookies", "session", "SESSION_KEY", "SECRET_KEY_BASE", "ENCRYPTION_KEY", "AccountKey",
+                                 "password_confirmation", "passwordHash", "credentials_json", "private_key_pem",
+                                 "client_secret_value", "auth_key", "jwt", "pw"])
+def test_more_secret_key_names(key):
+    assert is_secret_key(key) and mask_data({key: "plain"})[key].startswith("[secret masked: ")
+
+
+def test_a_value_under_a_secret_key_is_masked_whole_whatever_it_holds():
+    cookie = "_ga=GA1.2.LEAKga; session=LEAKsessioncookie88; auth=abcdefgh"
+    assert mask_data({"headers": {"Cookie": cookie}}) == {"headers": {"Cookie": "[secret masked: secret …efgh]"}}
+    assert mask_at("LEAKpassphrasepart sk-" + "a" * 30, ["passphrase"]).startswith("[secret masked: openai-key")
+    # only one of our own placeholders is left as it is
+    assert mask_data({"password": "[secret]LEAKplaceholder15"}) == {"password": "[secret masked: password …er15]"}
+    assert mask_data({"password": "[secret masked: password]"}) == {"password": "[secret masked: password]"}
+
+
+def test_a_key_name_spelled_with_other_unicode_letters_is_still_looked_at():
+    kelvin = "TO\u212aEN"  # "TOKEN" with a Kelvin sign for the K: lower() makes it "token"
+    assert is_secret_key(kelvin) and mask_data({kelvin: "plain-looking"}) == {kelvin: "[secret masked: secret]"}
+
+
+def test_hostile_near_misses_of_the_nested_assignment_stay_linear():
+    # each rejected `word:` looks into its value at most a few levels: long runs of
+    # assignments cost a few passes, not one per assignment
+    for text in ("a=" * 400_000, "x: " * 300_000 + "password=zzz", "a:" * 200_000):
+        assert mask_text(text).startswith(text[:20])

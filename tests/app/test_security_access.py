@@ -103,6 +103,19 @@ def test_wrong_tokens_are_rate_limited_per_address(tmp_path):
                       follow_redirects=False).status_code == 303
 
 
+def test_a_wrong_token_on_a_read_that_needs_none_is_counted_too(tmp_path):
+    # without --read-auth a read needs no token, yet answers differently to the right one
+    # (?reveal=secrets shows raw values; /login says "signed in"): guessing there is limited too
+    with _client(tmp_path, token=TOKEN, login_failures=5) as c:
+        for i in range(5):
+            assert c.get("/api/runs", params={"reveal": "secrets"}, headers={"authorization": f"Bearer wrong{i}"}
+                         ).status_code in (200, 401)
+        assert c.get("/login", headers={"x-qita-token": TOKEN}).status_code == 429
+        assert c.get("/api/runs", params={"reveal": "secrets"}, headers={"authorization": f"Bearer {TOKEN}"}
+                     ).status_code == 429
+        assert c.get("/api/runs").status_code == 200   # a read without a token is no guess
+
+
 def test_a_slow_request_body_is_cut_off(tmp_path):
     from tests.browser.conftest import LiveServer
 
