@@ -86,6 +86,14 @@ def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery
         if mode and stat.S_ISLNK(mode):
             out.errors.append((f"{label}!{rel}", None, "archive entry skipped: symbolic link"))
             continue
+        too_big = declared_too_big(info, total.limit, out)
+        if too_big:
+            # Refused on what the archive declares, before a byte is read: a bomb read until
+            # its own ratio stopped it had used up the whole archive's budget, and the good
+            # entries after it were refused too. (zipfile never gives more bytes than an
+            # entry declares, and what the entries produce together is still counted.)
+            out.errors.append((f"{label.rstrip('/')}/{rel}", None, too_big))
+            continue
         entries.append((rel, info))
     layouts = {posixpath.dirname(rel) for rel, _ in entries if posixpath.basename(rel) in LAYOUT_MARKERS}
 
@@ -106,6 +114,18 @@ def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery
             out.sources.append(_entry_source(zf, info, rel, label, prefix, total, out))
     if unpack:
         _unpack(zf, unpack, label, prefix, total, out)
+
+
+def declared_too_big(info: zipfile.ZipInfo, total_limit: int, out: Discovery) -> Optional[str]:
+    """Why an entry is skipped for the size it declares (past the archive's limit, or its
+    ratio to its compressed size); None when it may be read."""
+    if info.file_size > total_limit and total_limit == out.max_archive_bytes:
+        return (f"archive entry declares {info.file_size} bytes, more than the limit of {out.max_archive_bytes} "
+                "bytes: skipped")
+    if info.file_size > ratio_limit(info.compress_size, out.max_archive_ratio):
+        return (f"archive entry declares {info.file_size} bytes, more than {out.max_archive_ratio:g} times its "
+                "compressed size (QITA_MAX_ARCHIVE_RATIO): skipped")
+    return None
 
 
 def _entry_source(zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str, label: str, prefix: str, total: Budget,

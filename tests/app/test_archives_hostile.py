@@ -55,9 +55,24 @@ def test_a_zip_of_newlines_is_refused_by_ratio_within_seconds(tmp_path):
     took = time.monotonic() - started
     assert report.records == 1 and report.run_ids == {"good"}
     assert [(_rel(e.file, tmp_path), e.message) for e in report.errors] == [
-        ("nl.zip/b-newlines.jsonl", "archive entry decompresses to more than 200 times its compressed size "
-                                    "(QITA_MAX_ARCHIVE_RATIO); the rest of it was not read")]
-    assert took < 60, took  # ~1 s here; the old reader spent minutes on such a file
+        ("nl.zip/b-newlines.jsonl", "archive entry declares 268435456 bytes, more than 200 times its compressed "
+                                    "size (QITA_MAX_ARCHIVE_RATIO): skipped")]
+    assert took < 60, took  # refused before a byte is read; the old reader spent minutes on such a file
+
+
+def test_a_good_entry_after_a_bomb_is_still_read(tmp_path):
+    # the bomb was read until its own ratio stopped it, using up the whole archive's budget,
+    # and the good entry after it was refused too: it is now refused on what it declares
+    path = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        zf.writestr("a_good.jsonl", GOOD)
+        with zf.open("bomb.jsonl", "w") as fh:
+            for _ in range(256):
+                fh.write(b"\n" * (1 << 20))
+        zf.writestr("z_good.jsonl", orjson.dumps({"type": "run_start", "run_id": "after"}) + b"\n")
+    report = _ingest(tmp_path, path)
+    assert report.run_ids == {"good", "after"}
+    assert [e.message.split(",")[0] for e in report.errors] == ["archive entry declares 268435456 bytes"]
 
 
 def test_a_gzip_of_newlines_is_refused_by_ratio(tmp_path):
@@ -74,8 +89,13 @@ def test_a_gzip_of_newlines_is_refused_by_ratio(tmp_path):
                               "(QITA_MAX_ARCHIVE_RATIO); the rest was not read")]
 
 
-def test_the_size_limit_counts_what_is_produced_not_what_headers_say(tmp_path):
-    path = _newlines_zip(tmp_path / "nl.zip", 8)
+def test_the_size_limit_counts_what_is_produced_across_entries(tmp_path):
+    # each entry declares less than the limit, so each is read; what they produce together is counted
+    path = tmp_path / "two.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("a-good.jsonl", GOOD)
+        for name in ("b.jsonl", "c.jsonl"):
+            zf.writestr(name, b"\n" * 600_000)
     report = _ingest(tmp_path, path, max_archive_bytes=1_000_000, max_archive_ratio=100_000)
     assert report.run_ids == {"good"}
     assert [e.message for e in report.errors] == [
