@@ -125,3 +125,43 @@ def test_the_lab_never_scrolls_the_page_at_390_and_its_arm_controls_are_on_scree
         assert scroller.evaluate("b => b.scrollLeft") > 0
         assert first.bounding_box()["x"] == before
     assert page.problems == []
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_criterion_ids_and_types_wrap_between_words_and_are_never_cut(board, open_page, width, height):
+    page = open_page(width, height)
+    page.goto(board + "/lab?experiment=long-ids&variant=e2e")
+    page.locator("svg.frontier-chart").wait_for()
+    ids = ["table.lab-criteria tbody td:first-child", "table.calibration-criterion_id tbody td:first-child"]
+    types = ["table.lab-criteria tbody td:nth-child(3)", "table.calibration-type tbody td:first-child",
+             "table.calibration-criterion_id tbody td:nth-child(2)"]
+    for selector in ids:
+        assert page.evaluate(CUT, selector + " .ident") == [], selector
+        assert page.locator(selector, has_text=RAN_TESTS).count() == 1, selector       # the whole id, not cut
+        assert set(word_lines(page, selector, "command_executed:")) == {1}, selector
+    for selector in types:
+        assert set(word_lines(page, selector, "command_executed")) == {1}, selector
+    # the run page's criteria table and the pair view's
+    page.goto(board + "/runs/long-e2e-0")
+    assert set(word_lines(page, "table.run-criteria tbody td:nth-child(2)", "command_executed")) == {1}
+    assert set(word_lines(page, "table.run-criteria tbody td:first-child", "command_executed:")) == {1}
+    page.goto(board + "/pair?a=long-smoke-0&b=long-e2e-0")
+    assert page.locator("table.pair-criteria").count() == 2
+    assert set(word_lines(page, "table.pair-criteria tbody td:first-child", "command_executed:")) == {1}
+    assert set(word_lines(page, "table.pair-criteria tbody td:first-child .muted", "command_executed")) == {1}
+    assert page_width(page) == [width, width]
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_compare_per_task_rows_stay_a_few_lines_tall(board, open_page, width, height):
+    page = open_page(width, height)
+    page.goto(board + f"/compare?experiment={EXPERIMENT}&a=smoke&b=e2e")
+    links = page.locator("table.pairs a.pair-link")
+    assert links.count() >= 20
+    # "side by side" on one line, its column as wide as the link
+    assert set(word_lines(page, "table.pairs td:last-child", "side by side")) == {1}
+    heights = page.evaluate("[...document.querySelectorAll('table.pairs tbody tr.pair-row')].map(r => r.getBoundingClientRect().height)")
+    assert max(heights) < 120, f"rows up to {max(heights)} px tall at {width} px"
+    assert page_width(page) == [width, width]
+    assert page.problems == []
