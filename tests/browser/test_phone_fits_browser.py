@@ -153,6 +153,34 @@ def test_criterion_ids_and_types_wrap_between_words_and_are_never_cut(board, ope
     assert page.problems == []
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_runs_list_shows_each_runs_verdict_steps_and_tokens_in_the_first_screen(board, open_page, scheme):
+    page = open_page(390, 844, scheme)
+    page.goto(board + "/runs")
+    heads = [page.locator(f"table.runs thead th:nth-child({i})").inner_text().strip() for i in (1, 3, 4, 5)]
+    assert heads == ["run", "verdict", "steps", "tokens"]
+    rows = page.locator("table.runs tbody tr")
+    assert rows.count() >= 20
+    for i in range(20):
+        row = rows.nth(i)
+        for cell in ("td.run-id", "td.verdict-cell", "td:nth-child(4)", "td:nth-child(5)"):
+            box = row.locator(cell).bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390, f"row {i}: {cell} off the first screen ({box})"
+        assert row.locator("td.run-id").evaluate("td => td.scrollWidth <= td.clientWidth")
+    # the sticky run column leaves room for the rest
+    assert page.locator("table.runs thead th:first-child").bounding_box()["width"] <= 0.4 * 390
+    # nothing cut: numbers, badges (verdict, state, stop reason), ids
+    assert page.evaluate(CUT, "table.runs tbody td.num") == []
+    assert page.evaluate(CUT, "table.runs tbody td .badge") == []
+    assert page.evaluate(CUT, "table.runs tbody td.run-id") == []
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(board + "/runs")
+    assert page.evaluate(CUT, "table.runs tbody td.num") == []
+    assert page.evaluate(CUT, "table.runs tbody td .badge") == []
+    assert page_width(page) == [1280, 1280]
+    assert page.problems == []
+
+
 @pytest.mark.parametrize("width,height", SIZES)
 def test_compare_per_task_rows_stay_a_few_lines_tall(board, open_page, width, height):
     page = open_page(width, height)
