@@ -193,3 +193,25 @@ def test_compare_per_task_rows_stay_a_few_lines_tall(board, open_page, width, he
     assert max(heights) < 120, f"rows up to {max(heights)} px tall at {width} px"
     assert page_width(page) == [width, width]
     assert page.problems == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width,height", SIZES)
+def test_a_steps_critic_reason_and_score_are_in_full_view(board, open_page, width, height, scheme):
+    page = open_page(width, height, scheme)
+    page.goto(board + "/runs/long-e2e-0")
+    critic = page.locator("#step-0 section.critic")
+    critic.scroll_into_view_if_needed()
+    section = critic.bounding_box()
+    row = critic.locator("table.critics tbody tr").first
+    for cell in ("td:nth-child(1)", "td:nth-child(3)", "td:nth-child(4)"):         # name, reason, score
+        box = row.locator(cell).bounding_box()
+        assert box["x"] >= section["x"] and box["x"] + box["width"] <= section["x"] + section["width"] + 1, \
+            f"{cell} outside the critic section at {width} px: {box} / {section}"
+        assert box["x"] + box["width"] <= width
+    assert row.locator("td:nth-child(3)").inner_text() == REASON
+    assert "0.25" in row.locator("td:nth-child(4)").inner_text()
+    assert page.evaluate(CUT, "#step-0 table.critics td") == []
+    assert set(word_lines(page, "#step-0 table.critics td:first-child", "ForbiddenCommandCritic")) == {1}
+    assert page_width(page) == [width, width]
+    assert page.problems == []
