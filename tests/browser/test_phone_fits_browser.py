@@ -215,3 +215,22 @@ def test_a_steps_critic_reason_and_score_are_in_full_view(board, open_page, widt
     assert set(word_lines(page, "#step-0 table.critics td:first-child", "ForbiddenCommandCritic")) == {1}
     assert page_width(page) == [width, width]
     assert page.problems == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width,height", SIZES)
+def test_the_savings_chart_text_renders_at_12_px_or_more(board, open_page, width, height, scheme):
+    page = open_page(width, height, scheme)
+    page.goto(board + f"/compare?experiment={EXPERIMENT}&a=smoke&b=e2e")
+    chart = page.locator("svg.bars")
+    chart.scroll_into_view_if_needed()
+    texts = page.evaluate("""() => { const svg = document.querySelector('svg.bars').getBoundingClientRect();
+      return [...document.querySelectorAll('svg.bars text')].map(t => { const r = t.getBoundingClientRect();
+        return {cls: t.getAttribute('class'), text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a,
+                height: r.height, inside: r.left >= svg.left - 1 && r.right <= svg.right + 1}; }); }""")
+    assert {t["cls"] for t in texts} == {"bar-label", "bar-saved", "bar-ci", "bar-value"}
+    for t in texts:
+        assert t["px"] >= 12 and t["height"] >= 12, f"{t['cls']} {t['text']!r} renders at {t['px']:.1f} px ({t['height']:.1f} tall)"
+        assert t["inside"], f"{t['text']!r} runs out of the chart"
+    assert page_width(page) == [width, width]
+    assert page.problems == []
