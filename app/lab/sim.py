@@ -247,7 +247,8 @@ def gate_stop(armed: dict[str, str], run: SimRun, *, budgets: bool) -> Optional[
             if d is not None and d <= point and e is None:
                 verdict[c.id] = c.verdict
             elif e is not None and e <= point:
-                verdict[c.id], _ = FAIL, by_budget.add(c.id)
+                verdict[c.id] = FAIL
+                by_budget.add(c.id)
             else:
                 verdict[c.id] = None
 
