@@ -306,8 +306,10 @@ def test_previous_and_next_buttons_walk_a_300_step_run_by_touch_and_keyboard(boa
     try:
         page.goto(live_server.url + "/runs/long-1")
         nav = page.locator("#walk-nav")
-        prev, nxt = nav.get_by_role("button", name="‹ previous"), nav.get_by_role("button", name="next ›")
+        prev = nav.get_by_role("button", name="previous step worth a look")
+        nxt = nav.get_by_role("button", name="next step worth a look")
         assert nav.is_visible() and prev.is_visible() and nxt.is_visible()
+        assert prev.inner_text() == "‹ previous" and nxt.inner_text() == "next ›"
         assert "3 steps worth a look" in nav.inner_text()
         # next to the walk filter, on the screen, big enough for a thumb
         form, bar = _box(page, "form.step-filter"), _box(page, "#walk-nav")
