@@ -473,7 +473,14 @@ def change_text(saved_pct: Optional[float]) -> str:
     return f"−{-change}%" if change < 0 else (f"+{change}%" if change > 0 else "0%")
 
 
-def bars(summary: dict[str, Any], *, width: int = 320) -> list[dict[str, Any]]:
+#: The savings chart: as wide as a phone's panel (a 390 px screen leaves it about 340 px),
+#: so the chart is never scaled down and its text shows at its own size; `row` user units per
+#: measure (a line of label, change and interval, then a bar per side). Bars take at most
+#: `bar` units, leaving the rest for each bar's value.
+BAR_CHART = {"width": 330, "row": 66, "bar": 170}
+
+
+def bars(summary: dict[str, Any], *, width: int = BAR_CHART["bar"]) -> list[dict[str, Any]]:
     """Geometry of the savings bars (one pair of bars per measure), scaled to the larger side;
     the change and its interval in the same sign (a saving of 18–54% is a change of −54…−18%)."""
     out = []

@@ -1,6 +1,6 @@
 // qita board's own script: keyboard navigation between steps (loading the next or
-// earlier block at either end), links to steps not yet loaded, and the two pieces of
-// live updating htmx cannot express alone. It never builds HTML from strings: trace
+// earlier block at either end), the previous / next buttons that do what n / p do, links
+// to steps not yet loaded, and the two pieces of live updating htmx cannot express alone. It never builds HTML from strings: trace
 // data reaches the page only through server-escaped templates.
 (function () {
   "use strict";
@@ -8,6 +8,21 @@
   function visible(el) {
     var r = el.getBoundingClientRect();
     return r.bottom > 0 && r.top < window.innerHeight;
+  }
+  // What the sticky bars cover at the top of the window: the top bar, and on a run page the
+  // previous / next bar once it is shown.
+  function covered() {
+    var bar = document.querySelector(".topbar");
+    var nav = document.getElementById("walk-nav");
+    return (bar ? bar.offsetHeight : 0) + (nav && !nav.hidden ? nav.offsetHeight : 0);
+  }
+  // The step's scroll-margin-top (app.css) is computed from these two heights.
+  function measureBars() {
+    var root = document.documentElement;
+    var bar = document.querySelector(".topbar");
+    var nav = document.getElementById("walk-nav");
+    if (bar) root.style.setProperty("--topbar-h", bar.offsetHeight + "px");
+    if (nav && !nav.hidden) root.style.setProperty("--walk-h", nav.offsetHeight + "px");
   }
   function atBottom() {
     return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 2;
@@ -21,7 +36,7 @@
     if (atBottom()) {
       for (var j = list.length - 1; j >= 0; j--) { if (list[j].getBoundingClientRect().top < window.innerHeight) return j; }
     }
-    var y = window.scrollY + 80;
+    var y = window.scrollY + Math.max(80, covered() + 24);
     for (var i = 0; i < list.length; i++) { if (list[i].offsetTop >= y) return i - 1; }
     return list.length - 1;
   }
@@ -31,7 +46,8 @@
     var fold = el.querySelector("details.step-fold");
     if (fold && !fold.open) { fold.open = true; el.dataset.autoOpened = "1"; }
   }
-  function select(el) {
+  // keepFocus: the previous / next button that asked keeps the focus, so it can be pressed again.
+  function select(el, keepFocus) {
     steps().forEach(function (s) {
       if (s === el) return;
       if (s.classList.contains("current") && s.dataset.autoOpened) {
@@ -43,7 +59,7 @@
     });
     el.classList.add("current");
     unfold(el);
-    el.focus({ preventScroll: true });
+    if (!keepFocus) el.focus({ preventScroll: true });
     // The step's scroll-margin-top (app.css) keeps its header below the sticky bar.
     el.scrollIntoView({ block: "start" });
     if (history.replaceState) history.replaceState(history.state, "", "#" + el.id);
@@ -56,7 +72,7 @@
     var text = holder ? (holder.dataset.flagged || "") : "";
     return text ? text.split(" ").map(Number) : [];
   }
-  function jump(delta) {
+  function jump(delta, button) {
     var marks = flagged();
     if (!marks.length) return;
     // From the selected step, else from where the reader is: the top of the page is
@@ -69,7 +85,43 @@
     else { for (var b = marks.length - 1; b >= 0; b--) { if (marks[b] < cur) { target = marks[b]; break; } } }
     if (target === null) return;
     var el = document.getElementById("step-" + target);
-    if (el) select(el); else openAt(target);
+    if (el) { select(el, !!button); return; }
+    if (button) remember(WALK_FOCUS, delta > 0 ? "next" : "prev");
+    openAt(target);
+  }
+  // A previous / next button that opened the run elsewhere has the focus again there.
+  var WALK_FOCUS = "qita-walk-focus";
+  function remember(key, value) {
+    try { window.sessionStorage.setItem(key, value); } catch (e) { /* storage off: the focus is lost, nothing else */ }
+  }
+  function recall(key) {
+    try { var v = window.sessionStorage.getItem(key); window.sessionStorage.removeItem(key); return v; } catch (e) { return null; }
+  }
+  function setupWalk() {
+    var nav = document.getElementById("walk-nav");
+    if (!nav || document.body.classList.contains("export")) { measureBars(); return; }
+    nav.hidden = false;
+    measureBars();
+    nav.addEventListener("click", function (ev) {
+      var button = ev.target.closest ? ev.target.closest("button[data-walk]") : null;
+      if (!button || button.disabled) return;
+      jump(Number(button.dataset.walk), button);
+    });
+    var again = recall(WALK_FOCUS);
+    var button = again ? nav.querySelector(again === "next" ? ".walk-next" : ".walk-prev") : null;
+    if (button) {
+      // The browser focuses the step a #step-N link names once the page has loaded: the
+      // button takes the focus back then (the step stays the current one).
+      var refocus = function () { button.focus({ preventScroll: true }); };
+      refocus();
+      if (document.readyState !== "complete") window.addEventListener("load", refocus, { once: true });
+    }
+    window.addEventListener("resize", measureBars);
+    // A live poll brings new steps worth a look (#walk-marks): the buttons follow them.
+    document.addEventListener("htmx:afterSettle", function () {
+      var none = !flagged().length;
+      nav.querySelectorAll("button[data-walk]").forEach(function (b) { b.disabled = none; });
+    });
   }
   // Open the run from step n (the server renders the block holding it) and land on it.
   function openAt(n) {
@@ -130,15 +182,21 @@
   });
   // A link to a step this page does not hold (a reload of #step-2999, a shared link):
   // open the run from that step, once (a step that does not exist stops there).
+  // A run opened past its last step (?from=9999) says so above the last steps it shows:
+  // the page opens there, the notice under the sticky bars.
   function landOnHash() {
     var m = /^#step-(\d+)$/.exec(window.location.hash);
-    if (!m || !document.getElementById("steps")) return;
-    var el = document.getElementById("step-" + m[1]);
-    if (el) { el.classList.add("current"); unfold(el); el.scrollIntoView({ block: "start" }); return; }
-    if (new URL(window.location.href).searchParams.get("from") !== m[1]) openAt(m[1]);
+    if (m && document.getElementById("steps")) {
+      var el = document.getElementById("step-" + m[1]);
+      if (el) { el.classList.add("current"); unfold(el); el.scrollIntoView({ block: "start" }); return; }
+      if (new URL(window.location.href).searchParams.get("from") !== m[1]) { openAt(m[1]); return; }
+    }
+    var notice = document.getElementById("steps-notice");
+    if (notice) notice.scrollIntoView({ block: "start" });
   }
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", landOnHash);
-  else landOnHash();
+  function onReady() { setupWalk(); landOnHash(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", onReady);
+  else onReady();
 
   // Live run page: tell the server the last step shown so it appends only newer ones
   // (none while a lazy-loading block is still pending below).

@@ -75,7 +75,8 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
               {f"a_{ga.kind}": ga.value, f"b_{gb.kind}": gb.value})
     if format in ("md", "csv"):
         return _export(request, data, ga, gb, format, params)
-    context.update(ga=ga, gb=gb, bars=compare.bars(data["summary"]), params=params, group=group, limit=limit or PAGE_PAIRS,
+    context.update(ga=ga, gb=gb, bars=compare.bars(data["summary"]), bar_chart=compare.BAR_CHART, params=params,
+                   group=group, limit=limit or PAGE_PAIRS,
                    meta_keys=comparison.metadata_keys(session, group=ga),
                    export_query=urlencode({k: v for k, v in {**params, "group": group}.items() if v}))
     return respond(request, "compare.html", data, fragment="_compare_table.html", context=context)

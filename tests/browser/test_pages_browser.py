@@ -128,6 +128,8 @@ def test_run_written_while_open_updates_live_then_stops(browser, tmp_path):
         # the retry written while the page was open is a step worth a look: counted, and n reaches it
         until(page, "document.getElementById('walk-marks').dataset.flagged === '1'")
         assert page.locator("#walk-count-critic").inner_text() == "(1)"
+        assert page.locator("#walk-what").inner_text() == "1 step worth a look"
+        until(page, "!document.querySelector('#walk-nav .walk-next').disabled")
         page.evaluate("window.scrollTo(0, 0)")
         page.locator("body").press("n")
         until(page, "location.hash === '#step-1'")

@@ -282,3 +282,98 @@ def test_a_failed_runs_header_reads_in_dark_at_390(board, browser, live_server):
         assert verdict.evaluate("b => getComputedStyle(b).backgroundColor") == "rgb(59, 21, 18)"
     finally:
         context.close()
+
+
+def _box(page, selector: str) -> dict:
+    return page.evaluate(f"(() => {{ const r = document.querySelector({selector!r}).getBoundingClientRect();"
+                         " return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height}; })()")
+
+
+def _csp_watch(page) -> list[str]:
+    seen: list[str] = []
+    page.on("console", lambda m: seen.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on("pageerror", lambda exc: seen.append(str(exc)))
+    return seen
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_previous_and_next_buttons_walk_a_300_step_run_by_touch_and_keyboard(board, browser, live_server, scheme):
+    """On a phone the buttons beside the walk filter do what n / p do: the retries of a
+    300-step run (100, 150, 250), opening the run from a step not loaded yet."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, color_scheme=scheme)
+    page = context.new_page()
+    problems = _csp_watch(page)
+    try:
+        page.goto(live_server.url + "/runs/long-1")
+        nav = page.locator("#walk-nav")
+        prev = nav.get_by_role("button", name="previous step worth a look")
+        nxt = nav.get_by_role("button", name="next step worth a look")
+        assert nav.is_visible() and prev.is_visible() and nxt.is_visible()
+        assert prev.inner_text() == "‹ previous" and nxt.inner_text() == "next ›"
+        assert "3 steps worth a look" in nav.inner_text()
+        # next to the walk filter, on the screen, big enough for a thumb
+        form, bar = _box(page, "form.step-filter"), _box(page, "#walk-nav")
+        assert 0 <= bar["top"] - form["bottom"] < 24
+        for button in (prev, nxt):
+            box = button.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["height"] >= 40
+        with page.expect_navigation():
+            nxt.tap()                                            # step 100 is not loaded: the run opens there
+        assert page.url.endswith("?from=100#step-100")
+        until(page, "!!document.querySelector('#step-100.current')")
+        assert "returncode 1 at 100" in page.locator("#step-100 .step-why").inner_text()
+        # the buttons stay in view under the top bar, the step lands below both
+        top, bar = _bar_bottom(page), _box(page, "#walk-nav")
+        assert top - 1 <= bar["top"] and bar["bottom"] <= 844
+        assert _head_top(page, 100) >= bar["bottom"]
+        # the keyboard: the button pressed has the focus again, Enter presses it
+        until(page, "document.activeElement === document.querySelector('#walk-nav .walk-next')")
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        assert page.url.endswith("?from=150#step-150")
+        until(page, "!!document.querySelector('#step-150.current')")
+        with page.expect_navigation():
+            page.locator("#walk-nav .walk-prev").tap()
+        assert page.url.endswith("?from=100#step-100")
+        until(page, "!!document.querySelector('#step-100.current')")
+        # nothing worth a look before step 100: previous stays there
+        page.locator("#walk-nav .walk-prev").tap()
+        assert _current(page) == "step-100" and page.url.endswith("?from=100#step-100")
+
+        # filtered to the critics' retries, every one is loaded: the buttons walk in place
+        page.goto(live_server.url + "/runs/long-1?only=critic")
+        assert [a.get_attribute("id") for a in page.locator("article.step").all()] == ["step-100", "step-150", "step-250"]
+        for expected in ("step-100", "step-150", "step-250", "step-250"):
+            page.locator("#walk-nav .walk-next").tap()
+            until(page, f"(document.querySelector('article.step.current') || {{}}).id === '{expected}'")
+        bar = _box(page, "#walk-nav")
+        assert bar["top"] >= _bar_bottom(page) - 1 and bar["bottom"] <= 844
+        page.locator("#walk-nav .walk-prev").focus()
+        page.keyboard.press("Enter")
+        until(page, "(document.querySelector('article.step.current') || {}).id === 'step-150'")
+        assert page.evaluate("document.activeElement.className") == "walk-prev"
+        assert problems == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_a_run_opened_past_its_last_step_shows_its_notice_on_load(board, browser, live_server, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    problems = _csp_watch(page)
+    try:
+        for url in ("/runs/long-1?from=9999", "/runs/long-1?from=9999#step-9999", "/runs/long-1?from=9999&only=critic",
+                    "/runs/early-1?from=9999"):
+            page.goto(live_server.url + url)
+            notice = page.locator("#steps-notice")
+            assert "there is no step 9999 or later" in notice.inner_text(), url
+            box = _box(page, "#steps-notice")
+            # below the sticky bars (the top bar, and the previous / next bar when it is stuck under it)
+            covered = page.evaluate("""Math.max(document.querySelector('.topbar').getBoundingClientRect().bottom,
+                ...[...document.querySelectorAll('#walk-nav')].map(n => n.getBoundingClientRect().bottom))""")
+            assert box["top"] >= covered - 1, f"{url}: the notice is under the sticky bars ({box['top']} < {covered})"
+            assert box["bottom"] <= height, f"{url}: the notice is below the fold at {width} px ({box})"
+        assert problems == []
+    finally:
+        context.close()

@@ -104,8 +104,9 @@ def test_the_page_and_its_fragments(demo):
     assert one(html, "#frontier")["hx-get"].startswith("/lab/frontier?")
     table = page(demo.get(f"/lab?{DEMO}&arm=skill:decided&sort=savings",
                           headers={"HX-Request": "true", "HX-Target": "lab-pairs"}).text)
-    assert [el.name for el in table.find_all(True, recursive=False)] == ["table"]   # the table alone, no page around it
-    assert "lab-pairs" in table.table["class"]
+    # the table alone in the box it scrolls in, no page around it
+    assert [el.name for el in table.find_all(True, recursive=False)] == ["div"]
+    assert table.div["class"] == ["table-scroll"] and "lab-pairs" in table.div.table["class"]
     frontier = page(demo.get(f"/lab/frontier?{DEMO}", headers={"HX-Request": "true"}).text)
     assert frontier.find("html") is None and len(one(frontier, "svg.frontier-chart").select("circle.dot-recommended")) == 1
     assert page(demo.get(f"/lab/frontier?{DEMO}").text).find("html") is not None

@@ -1,0 +1,236 @@
+"""Tables, charts and identifiers at 390 px (a phone) and 1280 px, light and dark, in real
+Chromium: the lab never scrolls the page sideways and its arm controls are on screen; the
+runs list shows each run's verdict, steps and tokens in the first screen width; compare's
+per-task rows stay a few lines tall; a step's critic reason and score are in full; criterion
+ids and types wrap between words, never inside one, and are never cut; the savings chart's
+text renders at 12 px or more. Geometry only, never timings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from qita.demo import EXPERIMENT, run_demo
+from tests.browser.test_lab_browser import ready
+from tests.conftest import write_jsonl
+
+SIZES = [(390, 844), (1280, 800)]
+RAN_TESTS = "command_executed: ran the unit tests"
+LISTED = "command_executed: listed the workspace"
+REASON = "command failed with returncode 1 while running the unit tests"
+
+
+def long_id_records() -> list[dict[str, Any]]:
+    """Three tasks, each run as smoke and e2e, whose criteria have long ids sharing a prefix
+    (as coder_eval names them) and whose first step has a critic with a long name and reason."""
+    criteria = [{"id": RAN_TESTS, "type": "command_executed", "pattern": "pytest"},
+                {"id": LISTED, "type": "command_executed", "pattern": "ls"}]
+    recs: list[dict[str, Any]] = []
+    for i, verdict in enumerate(("pass", "fail", "pass")):
+        for variant in ("smoke", "e2e"):
+            rid = f"long-{variant}-{i}"
+            recs += [{"type": "run_start", "run_id": rid, "task_id": f"long-task-{i}", "experiment": "long-ids",
+                      "variant": variant, "criteria": criteria},
+                     {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "bash", "args": {"command": "ls"}}],
+                      "critic_outputs": [{"critic": "ForbiddenCommandCritic", "action": "retry", "reason": REASON,
+                                          "score": 0.25}]},
+                     {"type": "step", "run_id": rid, "step": 1, "actions": [{"name": "bash", "args": {"command": "pytest"}}]},
+                     {"type": "criterion", "run_id": rid, "id": RAN_TESTS, "score": 1.0, "passed": True},
+                     {"type": "criterion", "run_id": rid, "id": LISTED, "score": 1.0 if verdict == "pass" else 0.0,
+                      "passed": verdict == "pass"},
+                     {"type": "run_end", "run_id": rid, "status": "completed", "verdict": verdict}]
+    return recs
+
+
+@pytest.fixture
+def board(live_server, ingest, tmp_path):
+    """The demo experiment (24 tasks, smoke and e2e) and the long-id experiment, indexed for the lab."""
+    assert ingest(*run_demo(tmp_path / "demo", tasks=24), write_jsonl(tmp_path / "long.jsonl", long_id_records())).ok
+    for query in (f"experiment={EXPERIMENT}&variant=e2e", "experiment=long-ids&variant=e2e", ""):
+        ready(live_server.url, query)
+    return live_server.url
+
+
+@pytest.fixture
+def open_page(browser):
+    """open_page(width, height, scheme) -> a page that records CSP violations and page errors."""
+    contexts = []
+
+    def make(width: int, height: int, scheme: str = "light"):
+        context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
+        contexts.append(context)
+        page = context.new_page()
+        page.problems = []  # type: ignore[attr-defined]
+        page.on("console", lambda m: page.problems.append(m.text) if "Content Security Policy" in m.text else None)
+        page.on("pageerror", lambda exc: page.problems.append(str(exc)))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def page_width(page) -> list[int]:
+    return page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+
+
+# Tables wider than their place that are not in a box of their own (they would widen the page).
+LOOSE_TABLES = """() => [...document.querySelectorAll('main table')].filter(t => !t.closest('.table-scroll'))
+  .filter(t => t.getBoundingClientRect().right > document.documentElement.clientWidth || t.scrollWidth > t.parentElement.clientWidth + 1)
+  .map(t => t.id || t.className)"""
+
+# For each element of `selector`, on how many lines each occurrence of `word` is drawn.
+WORD_LINES = """([selector, word]) => [...document.querySelectorAll(selector)].flatMap(el => {
+  const out = [], walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    for (let i = n.data.indexOf(word); i >= 0; i = n.data.indexOf(word, i + 1)) {
+      const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + word.length);
+      out.push(new Set([...r.getClientRects()].map(x => Math.round(x.top))).size);
+    }
+  }
+  return out; })"""
+
+# Elements of `selector` whose content is cut: wider than their box, or ending in an ellipsis.
+CUT = """(selector) => [...document.querySelectorAll(selector)].filter(el => getComputedStyle(el).display !== 'none')
+  .filter(el => el.scrollWidth > el.clientWidth + 1 || (getComputedStyle(el).textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth))
+  .map(el => el.textContent.trim().slice(0, 40))"""
+
+
+def word_lines(page, selector: str, word: str) -> list[int]:
+    return page.evaluate(WORD_LINES, [selector, word])
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_lab_never_scrolls_the_page_at_390_and_its_arm_controls_are_on_screen(board, open_page, scheme):
+    page = open_page(390, 844, scheme)
+    for url in ("/lab", f"/lab?experiment={EXPERIMENT}&variant=e2e", "/lab?experiment=long-ids&variant=e2e"):
+        page.goto(board + url)
+        page.locator("svg.frontier-chart").wait_for()
+        assert page_width(page) == [390, 390], f"{url} scrolls the page sideways: {page_width(page)}"
+        assert page.evaluate(LOOSE_TABLES) == [], url
+        for table in ("#savings", "table.lab-pairs", "table.lab-criteria"):
+            assert page.locator(table).evaluate("t => !!t.closest('.table-scroll')"), f"{url}: {table}"
+        # the policy form's main control: each criterion's arm select, on screen beside its criterion
+        arm = page.locator("table.lab-criteria select[name=arm]").first
+        arm.scroll_into_view_if_needed()
+        box = arm.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, f"{url}: arm select at {box}"
+        # the per-run table scrolls in its box with the run column fixed
+        scroller = page.locator("table.lab-pairs").locator("xpath=..")
+        first = page.locator("table.lab-pairs tbody tr:first-child td:first-child")
+        first.scroll_into_view_if_needed()
+        before = first.bounding_box()["x"]
+        scroller.evaluate("b => { b.scrollLeft = 300 }")
+        assert scroller.evaluate("b => b.scrollLeft") > 0
+        assert first.bounding_box()["x"] == before
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_criterion_ids_and_types_wrap_between_words_and_are_never_cut(board, open_page, width, height):
+    page = open_page(width, height)
+    page.goto(board + "/lab?experiment=long-ids&variant=e2e")
+    page.locator("svg.frontier-chart").wait_for()
+    ids = ["table.lab-criteria tbody td:first-child", "table.calibration-criterion_id tbody td:first-child"]
+    types = ["table.lab-criteria tbody td:nth-child(3)", "table.calibration-type tbody td:first-child",
+             "table.calibration-criterion_id tbody td:nth-child(2)"]
+    for selector in ids:
+        assert page.evaluate(CUT, selector + " .ident") == [], selector
+        assert page.locator(selector, has_text=RAN_TESTS).count() == 1, selector       # the whole id, not cut
+        assert set(word_lines(page, selector, "command_executed:")) == {1}, selector
+    for selector in types:
+        assert set(word_lines(page, selector, "command_executed")) == {1}, selector
+    # the run page's criteria table and the pair view's
+    page.goto(board + "/runs/long-e2e-0")
+    assert set(word_lines(page, "table.run-criteria tbody td:nth-child(2)", "command_executed")) == {1}
+    assert set(word_lines(page, "table.run-criteria tbody td:first-child", "command_executed:")) == {1}
+    page.goto(board + "/pair?a=long-smoke-0&b=long-e2e-0")
+    assert page.locator("table.pair-criteria").count() == 2
+    assert set(word_lines(page, "table.pair-criteria tbody td:first-child", "command_executed:")) == {1}
+    assert set(word_lines(page, "table.pair-criteria tbody td:first-child .muted", "command_executed")) == {1}
+    assert page_width(page) == [width, width]
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_runs_list_shows_each_runs_verdict_steps_and_tokens_in_the_first_screen(board, open_page, scheme):
+    page = open_page(390, 844, scheme)
+    page.goto(board + "/runs")
+    heads = [page.locator(f"table.runs thead th:nth-child({i})").inner_text().strip() for i in (1, 3, 4, 5)]
+    assert heads == ["run", "verdict", "steps", "tokens"]
+    rows = page.locator("table.runs tbody tr")
+    assert rows.count() >= 20
+    for i in range(20):
+        row = rows.nth(i)
+        for cell in ("td.run-id", "td.verdict-cell", "td:nth-child(4)", "td:nth-child(5)"):
+            box = row.locator(cell).bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390, f"row {i}: {cell} off the first screen ({box})"
+        assert row.locator("td.run-id").evaluate("td => td.scrollWidth <= td.clientWidth")
+    # the sticky run column leaves room for the rest
+    assert page.locator("table.runs thead th:first-child").bounding_box()["width"] <= 0.4 * 390
+    # nothing cut: numbers, badges (verdict, state, stop reason), ids
+    assert page.evaluate(CUT, "table.runs tbody td.num") == []
+    assert page.evaluate(CUT, "table.runs tbody td .badge") == []
+    assert page.evaluate(CUT, "table.runs tbody td.run-id") == []
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(board + "/runs")
+    assert page.evaluate(CUT, "table.runs tbody td.num") == []
+    assert page.evaluate(CUT, "table.runs tbody td .badge") == []
+    assert page_width(page) == [1280, 1280]
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_compare_per_task_rows_stay_a_few_lines_tall(board, open_page, width, height):
+    page = open_page(width, height)
+    page.goto(board + f"/compare?experiment={EXPERIMENT}&a=smoke&b=e2e")
+    links = page.locator("table.pairs a.pair-link")
+    assert links.count() >= 20
+    # "side by side" on one line, its column as wide as the link
+    assert set(word_lines(page, "table.pairs td:last-child", "side by side")) == {1}
+    heights = page.evaluate("[...document.querySelectorAll('table.pairs tbody tr.pair-row')].map(r => r.getBoundingClientRect().height)")
+    assert max(heights) < 120, f"rows up to {max(heights)} px tall at {width} px"
+    assert page_width(page) == [width, width]
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width,height", SIZES)
+def test_a_steps_critic_reason_and_score_are_in_full_view(board, open_page, width, height, scheme):
+    page = open_page(width, height, scheme)
+    page.goto(board + "/runs/long-e2e-0")
+    critic = page.locator("#step-0 section.critic")
+    critic.scroll_into_view_if_needed()
+    section = critic.bounding_box()
+    row = critic.locator("table.critics tbody tr").first
+    for cell in ("td:nth-child(1)", "td:nth-child(3)", "td:nth-child(4)"):         # name, reason, score
+        box = row.locator(cell).bounding_box()
+        assert box["x"] >= section["x"] and box["x"] + box["width"] <= section["x"] + section["width"] + 1, \
+            f"{cell} outside the critic section at {width} px: {box} / {section}"
+        assert box["x"] + box["width"] <= width
+    assert row.locator("td:nth-child(3)").inner_text() == REASON
+    assert "0.25" in row.locator("td:nth-child(4)").inner_text()
+    assert page.evaluate(CUT, "#step-0 table.critics td") == []
+    assert set(word_lines(page, "#step-0 table.critics td:first-child", "ForbiddenCommandCritic")) == {1}
+    assert page_width(page) == [width, width]
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width,height", SIZES)
+def test_the_savings_chart_text_renders_at_12_px_or_more(board, open_page, width, height, scheme):
+    page = open_page(width, height, scheme)
+    page.goto(board + f"/compare?experiment={EXPERIMENT}&a=smoke&b=e2e")
+    chart = page.locator("svg.bars")
+    chart.scroll_into_view_if_needed()
+    texts = page.evaluate("""() => { const svg = document.querySelector('svg.bars').getBoundingClientRect();
+      return [...document.querySelectorAll('svg.bars text')].map(t => { const r = t.getBoundingClientRect();
+        return {cls: t.getAttribute('class'), text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a,
+                height: r.height, inside: r.left >= svg.left - 1 && r.right <= svg.right + 1}; }); }""")
+    assert {t["cls"] for t in texts} == {"bar-label", "bar-saved", "bar-ci", "bar-value"}
+    for t in texts:
+        assert t["px"] >= 12 and t["height"] >= 12, f"{t['cls']} {t['text']!r} renders at {t['px']:.1f} px ({t['height']:.1f} tall)"
+        assert t["inside"], f"{t['text']!r} runs out of the chart"
+    assert page_width(page) == [width, width]
+    assert page.problems == []
