@@ -33,7 +33,9 @@ def near_misses(size: int = SIZE) -> Iterator[tuple[str, str]]:
     for unit in ("eyJa-", "eyJa.", "eyJaaaa.bbbb.", "sk-", "sk-ant-", "sk-proj-", "AKIA", "ASIA", "ghp_", "github_pat_",
                  "xoxb-", "AIza", "-----BEGIN PRIVATE KEY-----", "-----BEGIN RSA ", "-----BEGIN ", "-----END ",
                  "a://", "a://b:", "http://u:p", "://", "@", "Basic ", "Authorization: Basic ", "--", "-- ", "--a ",
-                 "a=", "a_", "a.", "_password", "passpass", "key", "=", ":", "'", '"', "\\", "x"):
+                 "a=", "a_", "a.", "_password", "passpass", "key", "=", ":", "'", '"', "\\", "x",
+                 "sk_live_", "rk_test_", "glpat-", "SG.", "SG.aaaaaaaaaaaaaaaa.", "-u ", "--user ", "-u a:",
+                 "mysql -p", "mariadb --password ", "sshpass -p "):
         yield f"{unit!r} repeated", _rep(unit, size)
     yield "one long word run", "p" * size + "=x"
     yield "long name then password", "a" * size + "_password=x"
