@@ -13,6 +13,10 @@ the failure reasons of the list and the overview (app.failures) and the compare 
   criteria are advisory. Criteria that do not gate are informational.
 - Passed: the recorded `passed`, else the score against the threshold; an armed
   criterion of an early-stopped run is judged by its score first.
+- The armed gate is weighted (coder_eval's `armed_criteria_passed`): each armed criterion
+  counts 1 if it passed, times its spec's `weight` (default 1), over the armed weight,
+  against the run's `early_stop.gate_threshold` (default 1: every armed one passed, the
+  plain AND). A run gated at 0.5 passes with one of two equal armed criteria failed.
 
 Criteria are mappings with the criteria table's names: criterion_id, stop_when, gating,
 pass_threshold, has_result, score, passed, has_spec.
@@ -46,6 +50,35 @@ def criterion_passed(score: Optional[float], passed: Optional[bool], threshold: 
     if score is not None and threshold is not None:
         return score >= threshold
     return None
+
+
+def weight_of(value: Any) -> Optional[float]:
+    """A spec's weight, when it gives one that can weigh (a number, not negative)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return None
+    return float(value)
+
+
+def gate_threshold_of(start: Any) -> Optional[float]:
+    """The run's gate threshold, as its run_start says (`early_stop.gate_threshold`, in (0, 1])."""
+    early = start.get("early_stop") if isinstance(start, dict) else None
+    value = early.get("gate_threshold") if isinstance(early, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return None
+    return float(value)
+
+
+def armed_gate_passed(passed: Sequence[bool], weights: Sequence[Optional[float]],
+                      gate_threshold: Optional[float]) -> bool:
+    """The weighted armed gate over the armed criteria's results (each already judged).
+
+    A total weight of 0 fails closed, as coder_eval's gate does."""
+    ws = [1.0 if w is None else w for w in weights]
+    total = sum(ws)
+    if total <= 0:
+        return False
+    share = sum(w for ok, w in zip(passed, ws) if ok) / total
+    return share >= (1.0 if gate_threshold is None else gate_threshold)
 
 
 def is_armed(early_stop_enabled: bool, stop_when: Optional[str]) -> bool:

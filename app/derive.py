@@ -2,8 +2,8 @@
 
 - Verdict: a recorded `run_end.verdict` wins (`pass`, `fail`, `error` or `not_graded`);
   what the criteria alone say is kept beside it (`criteria_verdict`). Otherwise an early-stopped run passes when
-  every armed criterion reaches its pass threshold (it is gated on the armed criteria;
-  the others are advisory); any other run passes when every gating criterion passes; a
+  its armed criteria meet the weighted armed gate (every one passed, unless the run
+  records weights and a `gate_threshold`; the others are advisory); any other run passes when every gating criterion passes; a
   run with no graded criteria is `not_graded`. Which criteria are armed and which gate
   is app.criteria's rule. A run that has not finished has no
   verdict (it is never shown as passing).
@@ -24,7 +24,7 @@ from sqlalchemy import Integer, and_, bindparam, func, select, text, update
 from sqlalchemy.engine import Connection
 
 from . import search
-from .criteria import armed_flags, criterion_passed, gating_flags
+from .criteria import armed_flags, armed_gate_passed, criterion_passed, gate_threshold_of, gating_flags, weight_of
 from .models import CRITERIA, EARLY, RUNS, STEPS
 
 
@@ -34,10 +34,11 @@ def derive_verdict(
     early_stopped: bool,
     early_stop_enabled: bool,
     armed_ids: Optional[list[str]] = None,
+    gate_threshold: Optional[float] = None,
 ) -> tuple[str, str]:
     """(verdict, gated_on) from criteria dicts with keys criterion_id, stop_when, gating,
-    pass_threshold, has_result, score, passed, has_spec; which are armed and which gate is
-    app.criteria's rule."""
+    pass_threshold, has_result, score, passed, has_spec (and optionally weight); which are
+    armed, which gate and how the armed gate weighs is app.criteria's rule."""
     if early_stopped:
         flags = armed_flags(criteria, early_stop_enabled=early_stop_enabled, armed_ids=armed_ids)
         armed = [c for c, arm in zip(criteria, flags) if arm]
@@ -46,7 +47,10 @@ def derive_verdict(
                        for c in armed if c["has_result"]]
             if not results:
                 return "not_graded", "armed"
-            ok = len(results) == len(armed) and all(results)
+            # An armed criterion without a result counts as not passed (weight in, score 0).
+            judged = [bool(criterion_passed(c["score"], c["passed"], c["pass_threshold"], by_score=True))
+                      if c["has_result"] else False for c in armed]
+            ok = armed_gate_passed(judged, [c.get("weight") for c in armed], gate_threshold)
             return ("pass" if ok else "fail"), "armed"
     gating = [c for c, gates in zip(criteria, gating_flags(criteria)) if gates]
     results = [criterion_passed(c["score"], c["passed"], c["pass_threshold"]) for c in gating if c["has_result"]]
@@ -168,6 +172,9 @@ _EARLY_SELECT = select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == _PK)
 _CRITERIA_SELECT = select(CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating, CRITERIA.c.pass_threshold,
                           CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed,
                           CRITERIA.c.has_spec).where(CRITERIA.c.run_pk == _PK)
+_EARLY_RECORD_SELECT = select(EARLY.c.record).where(EARLY.c.run_pk == _PK)
+_START_SELECT = select(RUNS.c.start_record).where(RUNS.c.id == _PK)
+_SPEC_SELECT = select(CRITERIA.c.criterion_id, CRITERIA.c.spec).where(CRITERIA.c.run_pk == _PK)
 
 
 def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float) -> None:
@@ -212,11 +219,24 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     early = conn.execute(_EARLY_SELECT, {"pk": pk}).first()
     early_stopped = early is not None
     crit_rows = [dict(r) for r in conn.execute(_CRITERIA_SELECT, {"pk": pk}).mappings()]
+    gate_threshold = None
+    if early_stopped and crit_rows:
+        # Weights and the gate threshold matter only to an early-stopped run's armed gate:
+        # read (and JSON-decoded) for those runs alone.
+        # The early_stop record's own figure wins (the one in effect for this stop).
+        record = conn.execute(_EARLY_RECORD_SELECT, {"pk": pk}).scalar()
+        gate_threshold = gate_threshold_of({"early_stop": record}) \
+            or gate_threshold_of(conn.execute(_START_SELECT, {"pk": pk}).scalar())
+        weights = {cid: weight_of(spec.get("weight")) for cid, spec in conn.execute(_SPEC_SELECT, {"pk": pk})
+                   if isinstance(spec, dict)}
+        for c in crit_rows:
+            c["weight"] = weights.get(c["criterion_id"])
     verdict, gated_on = derive_verdict(
         crit_rows,
         early_stopped=early_stopped,
         early_stop_enabled=bool(run["early_stop_enabled"]),
         armed_ids=(early[0] if early and isinstance(early[0], list) else None),
+        gate_threshold=gate_threshold,
     )
     state = derive_state(has_end=has_end, closed=bool(run["closed"]), last_seen_at=run["last_seen_at"],
                          now=now, abandon_after_s=abandon_after_s)

@@ -30,10 +30,11 @@ from sqlalchemy import and_, delete, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
+from ..criteria import gate_threshold_of
 from ..jsontext import column_value
 from ..models import CRITERIA, LAB_DECISIONS, LAB_RUNS, RUNS, STEPS
 from ..queries.comparison import rows_of
-from .state import RunState, gate_threshold_of, pack_series, run_state
+from .state import RunState, pack_series, run_state
 
 log = logging.getLogger("qita.lab")
 

@@ -47,6 +47,7 @@ from qita.criteria import FAIL, PASS
 from qita.live import armed_decided, in_polarity
 
 from .. import compare, stats
+from ..criteria import armed_gate_passed
 
 STOP_WHEN = ("pass", "fail", "decided")
 RULES = ("auto", "all", "gate")
@@ -272,14 +273,10 @@ def gate_stop(armed: dict[str, str], run: SimRun, *, budgets: bool) -> Optional[
 
 
 def gate_passes(verdicts: dict[str, str], armed: dict[str, str], run: SimRun) -> bool:
-    """coder_eval's weighted armed gate: each armed criterion 1 if it passed, weighted, over
-    the armed weight, against the run's gate threshold (default 1: every one passed)."""
+    """coder_eval's weighted armed gate (app.criteria.armed_gate_passed) over the simulated verdicts."""
     crits = [run.crits[cid] for cid in armed]
-    total = sum(c.weight for c in crits)
-    if total <= 0:
-        return False
-    threshold = run.gate_threshold if run.gate_threshold is not None else 1.0
-    return sum(c.weight for c in crits if verdicts.get(c.id) == PASS) / total >= threshold
+    return armed_gate_passed([verdicts.get(c.id) == PASS for c in crits], [c.weight for c in crits],
+                             run.gate_threshold)
 
 
 def rule_of(policy: Policy, run: SimRun) -> str:

@@ -26,6 +26,7 @@ import orjson
 from qita.criteria import FAIL, PASS, CountCriterion, criterion_from_spec
 from qita.live import replay_live_verdicts
 
+from ..criteria import weight_of
 from ..present import budget_tokens_used
 
 #: the cumulative figures kept per step, in lab_runs.series (in this order)
@@ -218,7 +219,7 @@ def run_state(*, specs: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str
         replayed = replay.decided.get(cid)
         state = CriterionState(id=cid, type=spec.get("type") if isinstance(spec.get("type"), str) else None,
                                declared=_declared(spec), decide_within=_positive_int(spec.get("decide_within")),
-                               gating=spec.get("gating", True) is not False, weight=_weight(spec.get("weight")))
+                               gating=spec.get("gating", True) is not False, weight=weight_of(spec.get("weight")))
         if present:
             # The engine's own verdicts win; the replay only adds which call decided.
             state.source = "recorded"
@@ -265,22 +266,6 @@ def _declared(spec: Mapping[str, Any]) -> Optional[str]:
         if value in ("pass", "fail", "decided"):
             return value
     return None
-
-
-def _weight(value: Any) -> Optional[float]:
-    """A spec's weight, when it gives one that can weigh (a number, not negative)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        return None
-    return float(value)
-
-
-def gate_threshold_of(start: Any) -> Optional[float]:
-    """The run's gate threshold, as its run_start says (`early_stop.gate_threshold`)."""
-    early = start.get("early_stop") if isinstance(start, dict) else None
-    value = early.get("gate_threshold") if isinstance(early, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        return None
-    return float(value)
 
 
 def _positive_int(value: Any) -> Optional[int]:

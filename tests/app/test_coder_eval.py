@@ -630,3 +630,35 @@ def test_a_task_id_holding_a_slash_is_one_run(ingest, client, tmp_path):
     (root / "run.json").write_bytes(orjson.dumps({"run_id": "suite-run", "task_results": rows}))
     report = ingest(root)
     assert report.errors == [] and sorted(report.created) == ["suite-run/default/s1/neg-b/00", "suite-run/default/s1/pos-a/00"]
+
+
+def test_a_weighted_gate_below_one_passes_with_an_armed_criterion_failed(ingest, client, tmp_path):
+    # coder_eval's armed_criteria_passed: binarise each armed criterion, weight, compare
+    # with stop_early_gate_threshold. Two armed criteria of weight 1 at threshold 0.5, one
+    # failed: SUCCESS, and the criteria read alone must say the same (no "criteria alone
+    # say fail" beside a pass coder_eval itself gave).
+    doc = task_json("w1", "smoke", status="SUCCESS", turns=[("run", ["pytest"])],
+                    usage={"uncached_input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
+                           "cache_creation_input_tokens": 0},
+                    early_stop={"reason": "criterion_failed", "deciding_criterion_type": "command_executed",
+                                "deciding_criterion_description": "no rm",
+                                "armed_criteria": ["command_executed: ran pytest", "command_executed: no rm"],
+                                "sdk_turn_index": 1, "tool_call_index": 1, "elapsed_seconds": 0.5,
+                                "turns_remaining_at_stop": 3, "gate_threshold": 0.5})
+    doc["weighted_score"] = 0.5
+    doc["success_criteria_results"] = [
+        {"criterion_type": "command_executed", "description": "ran pytest", "score": 1.0, "pass_threshold": 1.0},
+        {"criterion_type": "command_executed", "description": "no rm", "score": 0.0, "pass_threshold": 1.0}]
+    doc["task_config"] = {"resolved": {
+        "run_limits": {"stop_early_gate_threshold": 0.5},
+        "success_criteria": [
+            {"type": "command_executed", "description": "ran pytest", "weight": 1.0, "stop_early": {"on_pass": "stop"}},
+            {"type": "command_executed", "description": "no rm", "weight": 1.0, "stop_early": {}}]}}
+    target = tmp_path / "wg" / "smoke" / "w1" / "00"
+    target.mkdir(parents=True)
+    (target / "task.json").write_bytes(orjson.dumps(doc))
+    assert ingest(tmp_path / "wg").errors == []
+    run = _api_run(client, "wg/smoke/w1/00")["run"]
+    assert (run["verdict"], run["criteria_verdict"], run["gated_on"]) == ("pass", "pass", "armed")
+    page = client.get("/runs/" + quote("wg/smoke/w1/00", safe="")).text
+    assert "criteria alone say" not in page

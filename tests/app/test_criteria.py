@@ -84,3 +84,34 @@ def test_the_walk_and_the_compare_flags_agree_a_call_failed(record):
 def test_the_walk_and_the_compare_flags_agree_a_call_succeeded(record):
     assert step_failures.step_errors(record) == []
     assert [c["failed"] for c in compare_flags.step_calls(record)] == [False]
+
+
+@pytest.mark.parametrize(("passed", "weights", "threshold", "expected"), [
+    ([True, False], [None, None], None, False),   # no threshold: every armed one must pass
+    ([True, False], [1, 1], 0.5, True),           # half the weight passed, gate at 0.5
+    ([True, False], [1, 3], 0.5, False),          # the heavy one failed: 0.25 < 0.5
+    ([False, True], [1, 3], 0.75, True),          # 0.75 >= 0.75
+    ([True], [0], None, False),                   # no weight at all fails closed
+])
+def test_the_armed_gate_is_weighted_against_the_runs_threshold(passed, weights, threshold, expected):
+    assert criteria.armed_gate_passed(passed, weights, threshold) is expected
+
+
+def test_an_early_stopped_run_passes_its_weighted_gate_with_one_armed_criterion_failed():
+    rows = [{**crit("a", stop_when="fail", score=1.0), "weight": 1.0},
+            {**crit("b", stop_when="fail", score=0.0), "weight": 1.0}]
+    assert derive.derive_verdict(rows, early_stopped=True, early_stop_enabled=True) == ("fail", "armed")
+    assert derive.derive_verdict(rows, early_stopped=True, early_stop_enabled=True,
+                                 gate_threshold=0.5) == ("pass", "armed")
+    # an armed criterion without a result weighs as not passed
+    rows[1] = {**crit("b", stop_when="fail", has_result=False), "weight": 3.0}
+    assert derive.derive_verdict(rows, early_stopped=True, early_stop_enabled=True,
+                                 gate_threshold=0.5) == ("fail", "armed")
+
+
+@pytest.mark.parametrize(("start", "expected"), [
+    ({"early_stop": {"gate_threshold": 0.6}}, 0.6), ({"early_stop": {"gate_threshold": 0}}, None),
+    ({"early_stop": {"gate_threshold": 1.5}}, None), ({"early_stop": {"gate_threshold": True}}, None),
+    ({"early_stop": None}, None), (None, None)])
+def test_a_gate_threshold_is_read_only_when_it_is_a_share(start, expected):
+    assert criteria.gate_threshold_of(start) == expected

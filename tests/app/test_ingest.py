@@ -530,3 +530,35 @@ def test_a_nul_escape_in_a_step_does_not_stop_the_runs_tool_calls_being_counted(
     assert ingest(path).ok
     assert scalar(engine, "select count(*) from steps") == 3
     assert run_row(engine, "odd")["tool_calls"] == (2 if engine.dialect.name == "postgresql" else 3)
+
+
+def _weighted_gate_run(run_id: str, *, record_threshold, start_threshold=None) -> list[dict]:
+    early = {"enabled": True, **({"gate_threshold": start_threshold} if start_threshold is not None else {})}
+    return [
+        start(run_id, early_stop=early, criteria=[
+            {"id": "ran-tests", "type": "command_executed", "stop_when": "fail", "gating": True, "pass_threshold": 1.0,
+             "weight": 1},
+            {"id": "no-rm", "type": "command_executed", "stop_when": "fail", "gating": True, "pass_threshold": 1.0,
+             "weight": 1}]),
+        step(run_id, 1),
+        {"type": "criterion", "run_id": run_id, "id": "ran-tests", "score": 1.0, "passed": True},
+        {"type": "criterion", "run_id": run_id, "id": "no-rm", "score": 0.0, "passed": False},
+        {"type": "early_stop", "run_id": run_id, "reason": "criterion_failed", "deciding_criterion": "no-rm",
+         "armed_criteria": ["ran-tests", "no-rm"], "step": 1,
+         **({"gate_threshold": record_threshold} if record_threshold is not None else {})},
+        end(run_id, stop_reason="early_stop"),
+    ]
+
+
+def test_an_early_stop_is_gated_by_the_weighted_armed_gate_its_trace_records(ingest, engine, tmp_path):
+    # Two armed criteria of weight 1, one failed: the plain AND fails, a gate at 0.5 passes
+    # (coder_eval's armed_criteria_passed), and the early_stop record's threshold wins over
+    # the one run_start announced.
+    recs = (_weighted_gate_run("and", record_threshold=None) + _weighted_gate_run("half", record_threshold=0.5)
+            + _weighted_gate_run("start-only", record_threshold=None, start_threshold=0.5)
+            + _weighted_gate_run("record-wins", record_threshold=0.9, start_threshold=0.5))
+    ingest(write_jsonl(tmp_path / "w.jsonl", recs))
+    got = {r: (run_row(engine, r)["verdict"], run_row(engine, r)["criteria_verdict"])
+           for r in ("and", "half", "start-only", "record-wins")}
+    assert got == {"and": ("fail", "fail"), "half": ("pass", "pass"), "start-only": ("pass", "pass"),
+                   "record-wins": ("fail", "fail")}

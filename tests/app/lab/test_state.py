@@ -124,7 +124,7 @@ def test_a_negative_value_never_makes_a_total_go_down():
 
 
 def test_a_criterion_weight_and_the_gate_threshold_are_kept():
-    from qita_board.lab.state import gate_threshold_of
+    from qita_board.criteria import gate_threshold_of
 
     specs = [{"id": "tests", "type": "command_executed", "pattern": "pytest", "weight": 2},
              {"id": "guard", "type": "command_executed", "pattern": "curl", "max_count": 0, "weight": -1},
