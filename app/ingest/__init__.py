@@ -247,13 +247,15 @@ class Ingestor:
             with self.gate(), self.engine.begin() as conn:
                 touched: set[str] = set()
                 screened: list[tuple[str, int, str, str]] = []
+                replacing: frozenset[str] = frozenset()
                 # Records read, whether applied or screened out as equal or refused (the report counts reading).
                 read = len(batch)
                 report.records += read
                 self.records_done += read
                 if batch:
                     origin, origin_label = src.origin or src.key, src.origin_label or src.label
-                    batch, screened, known = overwrite.screen(conn, batch, origin=origin, label=origin_label)
+                    batch, screened, known, replacing = overwrite.screen(conn, batch, origin=origin,
+                                                                              label=origin_label, rewrite=src.rewrite)
                     for rid, pk in known.items():
                         self.applier.remember_run(rid, pk)
                 if screened:
@@ -265,7 +267,7 @@ class Ingestor:
                         self.applier.add_warnings(conn, rid, msgs)
                 if batch:
                     touched, created, warnings = self.applier.apply(conn, batch, source_format=src.source_format,
-                                                                    closed=closed)
+                                                                    closed=closed, replacing=replacing)
                     overwrite.claim(conn, sorted(touched), origin=origin, label=origin_label)
                     report.created |= created
                     report.run_ids |= touched
@@ -291,6 +293,7 @@ class Ingestor:
             digest = hashlib.sha256(fh.read(64 * 1024 * 1024)).hexdigest()
         if prev is not None and prev["content_hash"] == digest:
             return
+        src.rewrite = prev is not None and bool(prev["content_hash"])
         assert src.produce is not None  # a document source always has its producer
         records, errors = src.produce()
         for line, message in errors:
@@ -346,6 +349,7 @@ class Ingestor:
                     fh.close()
                     fh = self._open(src)
                     hasher = hashlib.sha256()
+                    src.rewrite = True  # read before, and its bytes changed: a new version
             self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
         finally:
             fh.close()

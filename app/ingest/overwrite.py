@@ -12,11 +12,17 @@ before they are applied:
   is applied, with a warning naming the run and what was added;
 - a record equal to the stored one changes nothing and says nothing.
 
-`run_start` keeps its own rule (the first one received is kept, a different second one
-is reported), and events are keyed by content, so they only ever add. The source that
-began a run may rewrite it (a file that changed is read again). So the verdict never
-mixes two uploads silently: anything another source did to a run is on the run page
-and in the ingest report. To load a run again from another source, delete it first.
+A different `run_start` from another source keeps its own rule (the first one received
+is kept, the second is reported); a first `run_start` for a run begun by records without
+one is an addition like the others. Events are keyed by content, so they only ever add.
+
+The source that began a run may rewrite it: when its bytes changed (not only grew: a file
+written anew, an upload of the same name with other content), the pass is a new version
+of it, and what it changes replaces what is stored — `run_start` included, so the run is
+never the old version's start with the new version's steps — with a warning naming the
+run and what was replaced. So the verdict never mixes two uploads silently: anything a
+second source or a second version did to a run is on the run page and in the ingest
+report. To load a run again from another source, delete it first.
 """
 
 from __future__ import annotations
@@ -56,8 +62,11 @@ def _summary(things: list[str]) -> str:
     return "; ".join(parts)
 
 
-def screen(conn: Connection, batch: list[Item], *, origin: str, label: str) -> tuple[list[Item], list[Warning_], dict[str, int]]:
-    """(items to apply, warnings as (file, line, message, run id), {run id: pk} of the runs screened)."""
+def screen(conn: Connection, batch: list[Item], *, origin: str, label: str, rewrite: bool = False,
+           ) -> tuple[list[Item], list[Warning_], dict[str, int], frozenset[str]]:
+    """(items to apply, warnings as (file, line, message, run id), {run id: pk} of the runs
+    screened, runs whose records a new version of their source replaces). `rewrite`: the batch is from a new
+    version of its source (its bytes changed since the last read)."""
     run_ids = list({item[0]["run_id"] for item in batch})
     owners: dict[str, tuple[int, Optional[str], Optional[str]]] = {}
     for i in range(0, len(run_ids), 500):
@@ -66,12 +75,16 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str) -> t
             owners[rid] = (pk, own, own_label)
     pks = {rid: v[0] for rid, v in owners.items()}
     foreign = {rid: v for rid, v in owners.items() if v[1] is not None and v[1] != origin}
-    if not foreign:
-        return batch, [], pks
+    # A new version of the source that began a run: screened like another source's records,
+    # but what it changes is applied (only a plain first read or a file that grew skips this).
+    own = {rid: v for rid, v in owners.items() if rewrite and v[1] == origin}
+    if not foreign and not own:
+        return batch, [], pks, frozenset()
+    screened = {**foreign, **own}
 
     steps: dict[str, dict[int, Any]] = {}
     crits: dict[str, dict[str, Any]] = {}
-    for rid, (pk, _o, _l) in foreign.items():
+    for rid, (pk, _o, _l) in screened.items():
         wanted = [it[0]["step"] for it in batch if it[0]["run_id"] == rid and it[0]["type"] == "step"]
         steps[rid] = {}
         for i in range(0, len(wanted), 500):
@@ -84,16 +97,19 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str) -> t
     kept: list[Item] = []
     refused: dict[str, list[str]] = {}
     added: dict[str, list[str]] = {}
+    replaced: dict[str, list[str]] = {}
+    replacing: set[str] = set()
     first_line: dict[str, tuple[str, int]] = {}
     ends: dict[str, Any] = {}
     earlies: dict[str, Any] = {}
+    starts: dict[str, Any] = {}
     for item in batch:
         rec = item[0]
         rid = rec["run_id"]
-        if rid not in foreign:
+        if rid not in screened:
             kept.append(item)
             continue
-        pk = foreign[rid][0]
+        pk = screened[rid][0]
         rtype = rec["type"]
         if rtype == "step":
             what, stored, present = f"step {rec['step']}", steps[rid].get(rec["step"]), rec["step"] in steps[rid]
@@ -107,17 +123,36 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str) -> t
             if rid not in earlies:
                 earlies[rid] = conn.execute(select(EARLY.c.record).where(EARLY.c.run_pk == pk)).scalar()
             what, stored, present = "early_stop", earlies[rid], earlies[rid] is not None
+        elif rtype == "run_start":
+            if rid not in starts:
+                starts[rid] = conn.execute(select(RUNS.c.start_record).where(RUNS.c.id == pk)).scalar()
+            what, stored, present = "run_start", starts[rid], starts[rid] is not None
+            if present and rid in foreign:
+                kept.append(item)  # a second, different start has its own rule (store._apply_start)
+                continue
         else:
-            kept.append(item)  # run_start has its own rule; events only add
+            kept.append(item)  # events only add
             continue
         first_line.setdefault(rid, (item[2], item[3]))
         if not present:
             kept.append(item)
-            added.setdefault(rid, []).append(what)
-        elif not _same(stored_value(stored), rec):
+            if rid in foreign:
+                added.setdefault(rid, []).append(what)
+        elif _same(stored_value(stored), rec):
+            if rid in own:
+                kept.append(item)  # applied again as it is: harmless, and keeps its derived rows whole
+        elif rid in own:
+            kept.append(item)
+            replaced.setdefault(rid, []).append(what)
+            replacing.add(rid)
+        else:
             refused.setdefault(rid, []).append(what)
 
     warnings: list[Warning_] = []
+    for rid in sorted(replaced):
+        where, line = first_line[rid]
+        warnings.append((where, line, f"run {rid!r}: {len(replaced[rid])} record(s) of the new version of {label} "
+                                      f"replaced what its earlier version stored ({_summary(replaced[rid])})", rid))
     for rid in sorted(set(refused) | set(added)):
         began = foreign[rid][2] or "another source"
         where, line = first_line[rid]
@@ -129,7 +164,7 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str) -> t
         if rid in added:
             warnings.append((where, line, f"run {rid!r} was begun by {began}: {len(added[rid])} new record(s) from "
                                           f"{label} were added to it ({_summary(added[rid])})", rid))
-    return kept, warnings, pks
+    return kept, warnings, pks, frozenset(replacing)
 
 
 def claim(conn: Connection, run_ids: list[str], *, origin: str, label: str) -> None:

@@ -45,6 +45,9 @@ class Source:
     #: for people (default: `label`); files read as one (a QitOS folder) share one
     origin: Optional[str] = None
     origin_label: Optional[str] = None
+    #: set while reading: the source was read before and its bytes changed (not only grew),
+    #: so this pass is a new version of it (app.ingest.overwrite screens what it replaces)
+    rewrite: bool = False
 
 
 @dataclass

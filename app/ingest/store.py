@@ -415,16 +415,20 @@ class Applier:
 
     # -- the batch -----------------------------------------------------------------------
     def apply(self, conn: Connection, items: list[tuple[dict[str, Any], Optional[bytes], str, int]], *,
-              source_format: str = "qita", closed: bool = False) -> tuple[set[str], set[str], list[tuple[str, int, str, str]]]:
+              source_format: str = "qita", closed: bool = False, replacing: frozenset[str] = frozenset(),
+              ) -> tuple[set[str], set[str], list[tuple[str, int, str, str]]]:
         """Apply `(record, raw line, file label, line number)` items in `conn`'s transaction.
 
+        `replacing`: runs a new version of the source that began them rewrites
+        (app.ingest.overwrite, which reports it): their run_start is replaced too, and a
+        changed run_end is not reported a second time.
         Returns (touched run ids, created run ids, warnings as (file, line, message, run id)).
         """
         created: set[str] = set()
         self._ensure_runs(conn, [item[0]["run_id"] for item in items], created)
         batch = self.gather(items)
         batch.settle_times()
-        self._write_boundaries(conn, batch, source_format)
+        self._write_boundaries(conn, batch, source_format, replacing)
         self._write_steps(conn, batch)
         self._write_events(conn, batch)
         self._write_results(conn, batch)
@@ -479,7 +483,8 @@ class Applier:
                 events.append(event_row(pk, rtype, rec, raw, scrub=scrub))
         return batch
 
-    def _write_boundaries(self, conn: Connection, batch: Gathered, source_format: str) -> None:
+    def _write_boundaries(self, conn: Connection, batch: Gathered, source_format: str,
+                          replacing: frozenset[str] = frozenset()) -> None:
         """run_start and run_end records: the run's own columns, and warnings about their values."""
         warnings = batch.warnings
         for pk, rec, label, line in (*batch.starts, *batch.ends):
@@ -492,12 +497,12 @@ class Applier:
                 warnings.append((label, line, f"run_end: negative elapsed_s ({elapsed:g}); shown as written",
                                  rec["run_id"]))
         for pk, rec, label, line in batch.starts:
-            warn = self._apply_start(conn, pk, rec, source_format)
+            warn = self._apply_start(conn, pk, rec, source_format, replace=rec["run_id"] in replacing)
             if warn:
                 warnings.append((label, line, warn, rec["run_id"]))
         for pk, rec, label, line in batch.ends:
             warn = self._apply_end(conn, pk, rec)
-            if warn:
+            if warn and rec["run_id"] not in replacing:
                 warnings.append((label, line, warn, rec["run_id"]))
 
     def _write_steps(self, conn: Connection, batch: Gathered) -> None:
@@ -568,9 +573,12 @@ class Applier:
             conn.execute(_CRITERION_INSERT, {**row, "position": (pos or 0) + 1000, "gating": True,
                                             "pass_threshold": 0.9, "has_spec": False})
 
-    def _apply_start(self, conn: Connection, pk: int, rec: dict[str, Any], source_format: str) -> Optional[str]:
+    def _apply_start(self, conn: Connection, pk: int, rec: dict[str, Any], source_format: str, *,
+                     replace: bool = False) -> Optional[str]:
         row = conn.execute(_START_SEEN, {"pk": pk}).first()
-        if row and row.has_start and not (_provisional(row.start_record) and not _provisional(rec)):
+        if replace and row and row.has_start:
+            conn.execute(delete(TAGS).where(TAGS.c.run_pk == pk))  # the new version's tags only
+        elif row and row.has_start and not (_provisional(row.start_record) and not _provisional(rec)):
             if row.start_record is not None and _canonical(row.start_record) != _canonical(_json_safe(rec)):
                 return ("second run_start for this run with different content: ignored, "
                         "the first one received is kept")

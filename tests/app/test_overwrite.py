@@ -50,12 +50,41 @@ def test_a_second_upload_cannot_change_a_run_it_did_not_begin(tmp_path: Path):
         assert "was begun by a.jsonl" in page and "would change it and were not applied" in page
 
 
-def test_the_source_that_began_a_run_may_rewrite_it(tmp_path: Path):
+def test_a_new_version_of_the_source_that_began_a_run_replaces_it_whole_and_says_so(tmp_path: Path):
+    # The same upload name with other bytes is a new version of that source: it may change
+    # the run, but all of it (its objective too: never the old start with the new steps),
+    # and the upload result and the run page say what it replaced.
     with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
         _upload(c, "a.jsonl", trace("first", "v1", 1.0, "completed"))
-        again = _upload(c, "a.jsonl", trace("first", "v2", 0.0, "failed"))
-        assert not any("was begun by" in w["message"] for w in again["warnings"])
-        assert c.get("/api/runs/r1").json()["run"]["verdict"] == "fail"
+        again = _upload(c, "a.jsonl", trace("second", "v2", 0.0, "failed"))
+        messages = [w["message"] for w in again["warnings"]]
+        assert messages == ["run 'r1': 6 record(s) of the new version of a.jsonl replaced what its earlier version "
+                            "stored (steps 0, 1, 2; run_start; criterion 'c1'; run_end)"]
+        run = c.get("/api/runs/r1").json()["run"]
+        assert (run["objective"], run["verdict"], run["status"]) == ("second", "fail", "failed")
+        steps = {s["step"]: s["record"]["observation"] for s in c.get("/api/runs/r1/steps").json()["data"]}
+        assert steps == {0: "v2 0", 1: "v2 1", 2: "v2 2"}
+        assert "replaced what its earlier version stored" in c.get("/runs/r1").text
+
+
+def test_a_source_that_only_grew_adds_without_a_word(tmp_path: Path):
+    first = trace("first", "v1", 1.0, "completed")
+    grown = first + lines({"type": "event", "run_id": "r1", "step": 2, "phase": "NOTE", "ok": True})
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", first)
+        again = _upload(c, "a.jsonl", grown)
+        assert again["warnings"] == [] and again["records"] == 1
+
+
+def test_a_first_run_start_from_another_source_is_an_addition_that_is_named(tmp_path: Path):
+    steps_only = lines(*({"type": "step", "run_id": "r1", "step": i, "observation": "a"} for i in range(2)))
+    start = lines({"type": "run_start", "run_id": "r1", "objective": "from b"})
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", steps_only)
+        second = _upload(c, "b.jsonl", start)
+        assert [w["message"] for w in second["warnings"]] == [
+            "run 'r1' was begun by a.jsonl: 1 new record(s) from b.jsonl were added to it (run_start)"]
+        assert c.get("/api/runs/r1").json()["run"]["objective"] == "from b"
 
 
 def test_equal_records_from_another_source_say_nothing(tmp_path: Path):
