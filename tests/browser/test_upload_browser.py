@@ -43,3 +43,28 @@ def test_upload_by_dropping_a_file(live_server, page):
     page.dispatch_event("#drop-zone", "drop", {"dataTransfer": data})
     page.locator("#upload-unchanged").wait_for()
     assert page.errors == []
+
+
+def _version(objective: str, score: float) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in [
+        {"type": "run_start", "run_id": "browser/v", "objective": objective, "criteria": [{"id": "c1"}]},
+        {"type": "step", "run_id": "browser/v", "step": 0, "observation": objective},
+        {"type": "criterion", "run_id": "browser/v", "id": "c1", "score": score},
+        {"type": "run_end", "run_id": "browser/v", "status": "completed", "stop_reason": "final"}])
+
+
+def test_a_new_version_under_the_same_name_is_named_in_the_result_and_on_the_run(live_server, page):
+    for objective, score in (("first version", 1.0), ("second version", 0.0)):
+        page.goto(live_server.url + "/upload")
+        page.set_input_files("#files", files=[{"name": "same.jsonl", "mimeType": "application/x-ndjson",
+                                                "buffer": _version(objective, score)}])
+        page.get_by_role("button", name="Upload").click()
+        page.locator(".upload-result").wait_for()
+    warning = page.locator(".upload-result .warnings").inner_text()
+    assert "run 'browser/v': 3 record(s) of the new version of same.jsonl replaced what its earlier version " \
+           "stored (step 0; run_start; criterion 'c1')" in warning  # run_end is the same in both
+    page.goto(live_server.url + "/runs/browser%2Fv")
+    head = page.locator(".run-head").inner_text()
+    assert "second version" in head and "first version" not in head
+    assert "replaced what its earlier version stored" in page.content()
+    assert page.errors == []
