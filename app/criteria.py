@@ -68,6 +68,12 @@ def gate_threshold_of(start: Any) -> Optional[float]:
     return float(value)
 
 
+def run_gate_threshold(early_record: Any, start_record: Any) -> Optional[float]:
+    """The gate threshold in effect for an early stop: the early_stop record's own, else the
+    one its run_start announced (None: 1, every armed criterion)."""
+    return gate_threshold_of({"early_stop": early_record}) or gate_threshold_of(start_record)
+
+
 def armed_gate_passed(passed: Sequence[bool], weights: Sequence[Optional[float]],
                       gate_threshold: Optional[float]) -> bool:
     """The weighted armed gate over the armed criteria's results (each already judged).

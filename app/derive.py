@@ -24,7 +24,7 @@ from sqlalchemy import Integer, and_, bindparam, func, select, text, update
 from sqlalchemy.engine import Connection
 
 from . import search
-from .criteria import armed_flags, armed_gate_passed, criterion_passed, gate_threshold_of, gating_flags, weight_of
+from .criteria import armed_flags, armed_gate_passed, criterion_passed, gating_flags, run_gate_threshold, weight_of
 from .models import CRITERIA, EARLY, RUNS, STEPS
 
 
@@ -223,10 +223,8 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     if early_stopped and crit_rows:
         # Weights and the gate threshold matter only to an early-stopped run's armed gate:
         # read (and JSON-decoded) for those runs alone.
-        # The early_stop record's own figure wins (the one in effect for this stop).
-        record = conn.execute(_EARLY_RECORD_SELECT, {"pk": pk}).scalar()
-        gate_threshold = gate_threshold_of({"early_stop": record}) \
-            or gate_threshold_of(conn.execute(_START_SELECT, {"pk": pk}).scalar())
+        gate_threshold = run_gate_threshold(conn.execute(_EARLY_RECORD_SELECT, {"pk": pk}).scalar(),
+                                            conn.execute(_START_SELECT, {"pk": pk}).scalar())
         weights = {cid: weight_of(spec.get("weight")) for cid, spec in conn.execute(_SPEC_SELECT, {"pk": pk})
                    if isinstance(spec, dict)}
         for c in crit_rows:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlmodel import Session
 
 from . import failures, removal
+from .criteria import run_gate_threshold
 from .models import RunPublic
 from .present import budget_gauges, token_parts
 from .queries import run_detail
@@ -43,6 +44,8 @@ def run_header(session: Session, *, row: dict[str, Any]) -> dict[str, Any]:
         "failing_criteria": failing,
         "upload": removal.upload_of(session.connection(), run_pk=pk),
         "early_stop": early,
+        #: the weighted armed gate's threshold when below 1 (the header says the verdict needed only that share)
+        "gate_threshold": run_gate_threshold(early.get("record"), row["start_record"]) if early else None,
         "tokens": token_parts(run),
         "budget": {g["name"]: g["gauge"] for g in gauges},
         "budget_gauges": gauges,

@@ -632,11 +632,9 @@ def test_a_task_id_holding_a_slash_is_one_run(ingest, client, tmp_path):
     assert report.errors == [] and sorted(report.created) == ["suite-run/default/s1/neg-b/00", "suite-run/default/s1/pos-a/00"]
 
 
-def test_a_weighted_gate_below_one_passes_with_an_armed_criterion_failed(ingest, client, tmp_path):
-    # coder_eval's armed_criteria_passed: binarise each armed criterion, weight, compare
-    # with stop_early_gate_threshold. Two armed criteria of weight 1 at threshold 0.5, one
-    # failed: SUCCESS, and the criteria read alone must say the same (no "criteria alone
-    # say fail" beside a pass coder_eval itself gave).
+def weighted_gate_results(root: Path) -> Path:
+    """root/wg: one smoke task coder_eval passed through a weighted armed gate at 0.5 with
+    one of its two armed criteria (weight 1 each) failed (for other modules' tests)."""
     doc = task_json("w1", "smoke", status="SUCCESS", turns=[("run", ["pytest"])],
                     usage={"uncached_input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
                            "cache_creation_input_tokens": 0},
@@ -654,11 +652,21 @@ def test_a_weighted_gate_below_one_passes_with_an_armed_criterion_failed(ingest,
         "success_criteria": [
             {"type": "command_executed", "description": "ran pytest", "weight": 1.0, "stop_early": {"on_pass": "stop"}},
             {"type": "command_executed", "description": "no rm", "weight": 1.0, "stop_early": {}}]}}
-    target = tmp_path / "wg" / "smoke" / "w1" / "00"
+    target = root / "wg" / "smoke" / "w1" / "00"
     target.mkdir(parents=True)
     (target / "task.json").write_bytes(orjson.dumps(doc))
-    assert ingest(tmp_path / "wg").errors == []
+    return root / "wg"
+
+
+def test_a_weighted_gate_below_one_passes_with_an_armed_criterion_failed(ingest, client, tmp_path):
+    # coder_eval's armed_criteria_passed: binarise each armed criterion, weight, compare
+    # with stop_early_gate_threshold. Two armed criteria of weight 1 at threshold 0.5, one
+    # failed: SUCCESS, and the criteria read alone must say the same (no "criteria alone
+    # say fail" beside a pass coder_eval itself gave).
+    assert ingest(weighted_gate_results(tmp_path)).errors == []
     run = _api_run(client, "wg/smoke/w1/00")["run"]
     assert (run["verdict"], run["criteria_verdict"], run["gated_on"]) == ("pass", "pass", "armed")
     page = client.get("/runs/" + quote("wg/smoke/w1/00", safe="")).text
     assert "criteria alone say" not in page
+    assert "gated on armed criteria only (weighted: 50% of their weight needed)" in " ".join(page.split())
+    assert _api_run(client, "wg/smoke/w1/00")["gate_threshold"] == 0.5

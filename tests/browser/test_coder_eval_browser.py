@@ -70,3 +70,16 @@ def test_compare_counts_time_saved_on_the_agents_own_time(live_server, page, ing
 
 
 pytestmark = pytest.mark.browser
+
+
+def test_a_weighted_gate_pass_says_what_it_needed(live_server, page, ingest, tmp_path):
+    from tests.app.test_coder_eval import weighted_gate_results
+
+    assert ingest(weighted_gate_results(tmp_path)).ok
+    page.goto(live_server.url + "/runs/" + quote("wg/smoke/w1/00", safe=""))
+    header = page.locator(".run-head")
+    assert header.locator(".badge.verdict").inner_text().strip() == "✓ pass"
+    assert " ".join(header.locator(".gated").inner_text().split()) == \
+        "gated on armed criteria only (weighted: 50% of their weight needed) · recorded by the run"
+    assert "criteria alone say" not in header.inner_text()
+    assert page.errors == []
