@@ -111,3 +111,15 @@ def stored_value(text: Any) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
+
+
+def nul_safe(value: Any) -> Any:
+    """A JSON value with NUL characters in strings and keys replaced by U+FFFD, as the store
+    keeps them (PostgreSQL's json and text reject NUL)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, list):
+        return [nul_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {(nul_safe(k) if isinstance(k, str) else k): nul_safe(v) for k, v in value.items()}
+    return value

@@ -240,8 +240,9 @@ class Ingestor:
             conn.execute(SOURCES.insert().values(path=src.key, kind=src.kind, **values))
 
     def _commit(self, src: Source, report: IngestReport, batch: list, source_values: Optional[dict[str, Any]],
-                *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None) -> None:
-        """Apply one batch and record the source's progress, atomically."""
+                *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None, end_of_pass: bool = False) -> None:
+        """Apply one batch and record the source's progress, atomically. `end_of_pass`: the
+        last batch of a pass that read the whole source (a new version's leftovers go then)."""
         self.check_stop()
         try:
             with self.gate(), self.engine.begin() as conn:
@@ -258,6 +259,8 @@ class Ingestor:
                                                                               label=origin_label, rewrite=src.rewrite)
                     for rid, pk in known.items():
                         self.applier.remember_run(rid, pk)
+                    if src.leftovers is not None:
+                        src.leftovers.see(conn, batch, origin=origin)
                 if screened:
                     by_run_screened: dict[str, list[str]] = {}
                     for label, line, message, run_id in screened:
@@ -280,11 +283,29 @@ class Ingestor:
                     for rid, msgs in by_run.items():
                         self.applier.add_warnings(conn, rid, msgs)
                     self.applier.recompute(conn, touched, abandon_after_s=self.settings.abandon_after_s)
+                if end_of_pass and src.leftovers is not None:
+                    self._remove_leftovers(conn, src, report)
                 if source_values is not None:
                     self._save_source(conn, src, **source_values)
         except SQLAlchemyError:
             self.applier.forget()
             raise
+
+    def _remove_leftovers(self, conn: Any, src: Source, report: IngestReport) -> None:
+        """The end of a pass over a new version of a source: what its earlier version had
+        and this one lacks is removed from the runs it began (app.ingest.overwrite)."""
+        origin, label = src.origin or src.key, src.origin_label or src.label
+        removed, runs = src.leftovers.remove(conn, origin=origin, label=label)
+        src.leftovers = None
+        by_run: dict[str, list[str]] = {}
+        for where, _line, message, rid in removed:
+            report.warnings.append(IngestIssue(where, None, message))
+            by_run.setdefault(rid, []).append(message)
+        for rid, pk in runs.items():
+            self.applier.remember_run(rid, pk)
+        for rid, msgs in by_run.items():
+            self.applier.add_warnings(conn, rid, msgs)
+        self.applier.recompute(conn, runs, abandon_after_s=self.settings.abandon_after_s)
 
     def _ingest_document(self, src: Source, report: IngestReport, *, closed: bool) -> None:
         st = os.stat(src.path)
@@ -294,6 +315,8 @@ class Ingestor:
         if prev is not None and prev["content_hash"] == digest:
             return
         src.rewrite = prev is not None and bool(prev["content_hash"])
+        if src.rewrite and (src.origin or src.key) == src.key:
+            src.leftovers = overwrite.Leftovers()
         assert src.produce is not None  # a document source always has its producer
         records, errors = src.produce()
         for line, message in errors:
@@ -308,7 +331,7 @@ class Ingestor:
                     report.warnings.append(IngestIssue(src.label, None, w))
                 batch.append((rec, None, src.label, 0))
         self._commit(src, report, batch, {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
-                                          "offset": st.st_size, "lines": 0}, closed=closed)
+                                          "offset": st.st_size, "lines": 0}, closed=closed, end_of_pass=True)
         if self.progress:
             self.progress(st.st_size)
 
@@ -329,6 +352,7 @@ class Ingestor:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
         hasher = hashlib.sha256()
         start_offset = start_line = 0
+        src.rewrite, src.leftovers = False, None  # per pass (a watched source is read again and again)
         fh = self._open(src)
         try:
             if prev is not None and prev["offset"] and prev["content_hash"]:
@@ -350,6 +374,8 @@ class Ingestor:
                     fh = self._open(src)
                     hasher = hashlib.sha256()
                     src.rewrite = True  # read before, and its bytes changed: a new version
+                    if (src.origin or src.key) == src.key:
+                        src.leftovers = overwrite.Leftovers()
             self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
         finally:
             fh.close()
@@ -413,8 +439,11 @@ class Ingestor:
         except LimitExceeded as exc:
             # A limit of the stream, not of a line: named by file only.
             report.errors.append(IngestIssue(src.label, None, str(exc)))
+            src.leftovers = None  # not read to its end: what it lacks is not known
         except ENTRY_ERRORS as exc:
             report.errors.append(IngestIssue(src.label, consumed_line + 1, f"cannot decompress: {exc}"))
-        self._commit(src, report, batch, source_values(True), closed=closed, run_warnings=run_warnings)
+            src.leftovers = None
+        self._commit(src, report, batch, source_values(True), closed=closed, run_warnings=run_warnings,
+                     end_of_pass=True)
         if self.progress:
             self.progress((consumed_offset - reported) if not gz else st.st_size)

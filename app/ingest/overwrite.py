@@ -22,19 +22,23 @@ of it, and what it changes replaces what is stored — `run_start` included, so 
 never the old version's start with the new version's steps — with a warning naming the
 run and what was replaced. So the verdict never mixes two uploads silently: anything a
 second source or a second version did to a run is on the run page and in the ingest
-report. To load a run again from another source, delete it first.
+report. A new version read to its end also takes away what it no longer has: steps
+(with their critic outputs and events), criterion results, the early stop and the end of
+the earlier version are removed (`Leftovers`), so the run is the new version alone.
+To load a run again from another source, delete it first.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import orjson
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
-from ..jsontext import stored_value
-from ..models import CRITERIA, EARLY, RUNS, STEPS
+from ..jsontext import nul_safe, stored_value
+from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_SEARCH_MARKS, RUNS, STEPS
 
 Item = tuple[dict[str, Any], Optional[bytes], str, int]
 Warning_ = tuple[str, int, str, str]
@@ -44,8 +48,22 @@ LISTED = 8
 
 
 def _same(stored: Any, record: dict[str, Any]) -> bool:
-    return orjson.dumps(stored, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) == \
-        orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    """Whether a record equals the stored one, NUL characters compared as the store keeps
+    them (replaced in JSON columns, kept as `\\u0000` in a step's or event's line)."""
+    return orjson.dumps(nul_safe(stored), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) == \
+        orjson.dumps(nul_safe(record), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def _key(rec: dict[str, Any]) -> Optional[tuple[Any, ...]]:
+    """What a record replaces when it comes again (None: it only adds, like an event)."""
+    rtype = rec["type"]
+    if rtype == "step":
+        return (rec["run_id"], "step", rec["step"])
+    if rtype == "criterion":
+        return (rec["run_id"], "criterion", rec["id"])
+    if rtype in ("run_end", "early_stop", "run_start"):
+        return (rec["run_id"], rtype)
+    return None
 
 
 def _summary(things: list[str]) -> str:
@@ -103,11 +121,19 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str, rewr
     ends: dict[str, Any] = {}
     earlies: dict[str, Any] = {}
     starts: dict[str, Any] = {}
-    for item in batch:
+    # A key written twice in one batch: the later record wins (as the store applies them),
+    # so only the last one is compared with what is stored.
+    last = {k: i for i, item in enumerate(batch) if item[0]["run_id"] in screened and (k := _key(item[0])) is not None}
+    for i, item in enumerate(batch):
         rec = item[0]
         rid = rec["run_id"]
         if rid not in screened:
             kept.append(item)
+            continue
+        key = _key(rec)
+        if key is not None and last[key] != i:
+            if rid in own:
+                kept.append(item)  # the later one, applied after it, decides
             continue
         pk = screened[rid][0]
         rtype = rec["type"]
@@ -172,3 +198,94 @@ def claim(conn: Connection, run_ids: list[str], *, origin: str, label: str) -> N
     for i in range(0, len(run_ids), 500):
         conn.execute(update(RUNS).where(RUNS.c.run_id.in_(run_ids[i:i + 500]), RUNS.c.origin.is_(None))
                      .values(origin=origin, origin_label=label))
+
+
+#: The run columns a run_end sets, as they are before any run_end arrived.
+_NO_END = dict(has_end=False, end_record=None, ended_ts=None, ended_at=None, status=None, stop_reason=None,
+               stop_reason_raw=None, stop_detail=None, final_result=None, verdict_recorded=None, verdict_reason=None,
+               source_status=None, score=None, failure_report=None)
+#: A criterion's result columns, as they are before its result arrived.
+_NO_RESULT = dict(has_result=False, score=None, passed=None, live_verdict=None, decided_at_step=None, details=None,
+                  result=None)
+
+
+@dataclass
+class Leftovers:
+    """What one pass over a new version of a source held, run by run, so that at its end
+    what the earlier version had and this one lacks can be taken away (`remove`).
+
+    Only for a source that is its own origin (a file, an upload, a zip entry): a QitOS
+    folder's three files are one origin, and one of them alone is not the run."""
+
+    steps: dict[str, set[int]] = field(default_factory=dict)
+    results: dict[str, set[str]] = field(default_factory=dict)
+    early: set[str] = field(default_factory=set)
+    ends: set[str] = field(default_factory=set)
+
+    def see(self, conn: Connection, batch: list[Item], *, origin: str) -> None:
+        """Note what a batch holds; a run this origin began, seen for the first time in the
+        pass, loses the warnings its earlier versions left (they spoke of records now gone)."""
+        new = [rid for rid in dict.fromkeys(item[0]["run_id"] for item in batch) if rid not in self.steps]
+        for i in range(0, len(new), 500):
+            conn.execute(update(RUNS).where(RUNS.c.run_id.in_(new[i:i + 500]), RUNS.c.origin == origin)
+                         .values(warnings=None))
+        for rec, _raw, _where, _line in batch:
+            rid, rtype = rec["run_id"], rec["type"]
+            if rtype == "step":
+                self.steps.setdefault(rid, set()).add(rec["step"])
+            else:
+                self.steps.setdefault(rid, set())
+                if rtype == "criterion":
+                    self.results.setdefault(rid, set()).add(rec["id"])
+                elif rtype == "early_stop":
+                    self.early.add(rid)
+                elif rtype == "run_end":
+                    self.ends.add(rid)
+
+    def remove(self, conn: Connection, *, origin: str, label: str) -> tuple[list[Warning_], dict[str, int]]:
+        """Take away, from the runs this origin began and this pass held, what the pass did
+        not hold; (warnings as (file, line, message, run id), {run id: pk} of those runs, to
+        be recomputed and indexed again)."""
+        warnings: list[Warning_] = []
+        changed: dict[str, int] = {}
+        run_ids = list(self.steps)
+        for i in range(0, len(run_ids), 500):
+            rows = conn.execute(select(RUNS.c.id, RUNS.c.run_id, RUNS.c.has_end)
+                                .where(RUNS.c.run_id.in_(run_ids[i:i + 500]), RUNS.c.origin == origin)).all()
+            for pk, rid, has_end in rows:
+                gone = self._remove_run(conn, pk, rid, has_end=bool(has_end))
+                changed[rid] = pk
+                if gone:
+                    warnings.append((label, 0, f"run {rid!r}: the new version of {label} no longer has "
+                                               f"{_summary(gone)} of its earlier version: removed", rid))
+        return warnings, changed
+
+    def _remove_run(self, conn: Connection, pk: int, rid: str, *, has_end: bool) -> list[str]:
+        gone: list[str] = []
+        seen = self.steps.get(rid, set())
+        stale = [n for (n,) in conn.execute(select(STEPS.c.step).where(STEPS.c.run_pk == pk)) if n not in seen]
+        for i in range(0, len(stale), 500):
+            part = stale[i:i + 500]
+            for table in (CRITICS, EVENTS, STEPS):
+                conn.execute(delete(table).where(table.c.run_pk == pk, table.c.step.in_(part)))
+        gone += [f"step {n}" for n in stale]
+        results = self.results.get(rid, set())
+        for cid, has_spec in conn.execute(select(CRITERIA.c.criterion_id, CRITERIA.c.has_spec)
+                                          .where(CRITERIA.c.run_pk == pk, CRITERIA.c.has_result)).all():
+            if cid not in results:
+                where = (CRITERIA.c.run_pk == pk) & (CRITERIA.c.criterion_id == cid)
+                if has_spec:
+                    conn.execute(update(CRITERIA).where(where).values(**_NO_RESULT))
+                else:
+                    conn.execute(delete(CRITERIA).where(where))
+                gone.append(f"the result of criterion {cid!r}")
+        if rid not in self.early and conn.execute(delete(EARLY).where(EARLY.c.run_pk == pk)).rowcount:
+            gone.append("early_stop")
+        if rid not in self.ends and has_end:
+            conn.execute(update(RUNS).where(RUNS.c.id == pk).values(**_NO_END))
+            gone.append("run_end")
+        # Searched texts are kept by content, so the earlier version's would still be found:
+        # the run is indexed again from what it holds now (when it is recomputed).
+        conn.execute(delete(RUN_SEARCH).where(RUN_SEARCH.c.run_pk == pk))
+        conn.execute(delete(RUN_SEARCH_MARKS).where(RUN_SEARCH_MARKS.c.run_pk == pk))
+        return gone

@@ -48,6 +48,8 @@ class Source:
     #: set while reading: the source was read before and its bytes changed (not only grew),
     #: so this pass is a new version of it (app.ingest.overwrite screens what it replaces)
     rewrite: bool = False
+    #: during such a pass, what it held (app.ingest.overwrite.Leftovers), for a source that is its own origin
+    leftovers: Optional[Any] = None
 
 
 @dataclass

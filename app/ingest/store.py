@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from qita.engine.critic import ACTION_RANK, effective_action
 
 from .. import derive
+from ..jsontext import nul_safe as _json_safe
 from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS
 from ..models import RUN_TAGS as TAGS
 from ..previews import preview_for
@@ -90,17 +91,6 @@ def _int(value: Any) -> Optional[int]:
         return None
     if abs(value) > 2**62:
         return None
-    return value
-
-
-def _json_safe(value: Any) -> Any:
-    """A JSON value with NUL characters in strings and keys replaced (PostgreSQL json rejects them)."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, dict):
-        return {(_json_safe(k) if isinstance(k, str) else k): _json_safe(v) for k, v in value.items()}
     return value
 
 

@@ -65,6 +65,10 @@ def test_a_new_version_of_the_source_that_began_a_run_replaces_it_whole_and_says
         steps = {s["step"]: s["record"]["observation"] for s in c.get("/api/runs/r1/steps").json()["data"]}
         assert steps == {0: "v2 0", 1: "v2 1", 2: "v2 2"}
         assert "replaced what its earlier version stored" in c.get("/runs/r1").text
+        # a third version like the second: nothing replaced, and the second's warning is gone
+        third = _upload(c, "a.jsonl", b"\n" + trace("second", "v2", 0.0, "failed"))  # other bytes, same records
+        assert third["warnings"] == []
+        assert c.get("/api/runs/r1").json()["run"]["warnings"] in (None, [])
 
 
 def test_a_source_that_only_grew_adds_without_a_word(tmp_path: Path):
@@ -99,3 +103,40 @@ def test_a_qitos_folder_is_one_source(ingest, qitos_runs):
     folder = next(p for p in sorted(qitos_runs.iterdir()) if (p / "manifest.json").is_file())
     report = ingest(folder)
     assert not any("was begun by" in w.message for w in report.warnings)
+
+
+def test_a_shorter_new_version_takes_away_what_it_no_longer_has(tmp_path: Path):
+    # v1: steps 0-4, an early stop, criteria c1 and c2, an event at step 4, a run_end.
+    # v2 (same name): steps 0-2, c1 only, no early stop, no end: the run is v2 alone.
+    v1 = [{"type": "run_start", "run_id": "r1", "objective": "o", "criteria": [{"id": "c1"}, {"id": "c2"}]}]
+    v1 += [{"type": "step", "run_id": "r1", "step": i, "observation": f"v1 {i}",
+            "critic_outputs": [{"critic": "c", "action": "continue", "reason": f"wombat{i}", "score": 1.0}]}
+           for i in range(5)]
+    v1 += [{"type": "event", "run_id": "r1", "step": 4, "phase": "NOTE", "ok": True, "payload": {"w": "zebra"}},
+           {"type": "criterion", "run_id": "r1", "id": "c1", "score": 1.0},
+           {"type": "criterion", "run_id": "r1", "id": "c2", "score": 1.0},
+           {"type": "early_stop", "run_id": "r1", "reason": "criterion_passed", "step": 4},
+           {"type": "run_end", "run_id": "r1", "status": "completed", "stop_reason": "final", "final_result": "quokka"}]
+    v2 = [v1[0], *v1[1:4], {"type": "criterion", "run_id": "r1", "id": "c1", "score": 0.0}]
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", lines(*v1))
+        assert c.get("/api/runs/r1").json()["run"]["verdict"] == "pass"
+        for q in ("quokka", "wombat4", "wombat2"):  # found before: the test below can fail
+            assert c.get("/api/runs", params={"q": q}).json()["count"] == 1, q
+        again = _upload(c, "a.jsonl", lines(*v2))
+        messages = [w["message"] for w in again["warnings"]]
+        assert "run 'r1': the new version of a.jsonl no longer has steps 3, 4; the result of criterion 'c2'; " \
+               "early_stop; run_end of its earlier version: removed" in messages
+        run = c.get("/api/runs/r1").json()
+        assert (run["run"]["steps"], run["run"]["state"], run["run"]["verdict"]) == (3, "abandoned", None)
+        assert run["early_stop"] is None
+        steps = c.get("/api/runs/r1/steps").json()["data"]
+        assert [s["step"] for s in steps] == [0, 1, 2]
+        crits = {k["id"]: k["score"] for k in c.get("/api/runs/r1").json()["criteria"]}
+        assert crits == {"c1": 0.0, "c2": None}
+        # the earlier version's texts are no longer found
+        for q in ("quokka", "wombat4"):
+            assert c.get("/api/runs", params={"q": q}).json()["count"] == 0, q
+        assert c.get("/api/runs", params={"q": "wombat2"}).json()["count"] == 1
+        events = c.get("/api/runs/r1/steps/4/events")
+        assert events.status_code == 404 or events.json()["data"] == []
