@@ -46,6 +46,12 @@ def _overview(session: Session) -> dict[str, Any]:
     for e, v, c in session.execute(select(RUNS.c.experiment, RUNS.c.variant, RUNS.c.cost_usd)
                                    .where(RUNS.c.cost_usd.is_not(None))):
         costs.setdefault((e, v), []).append(float(c))
+    by_task: dict[tuple, list[tuple[int, int]]] = {}
+    decided_runs = _count(RUNS.c.verdict.in_(("pass", "fail", "error")))
+    for e, v, d, p in session.execute(select(RUNS.c.experiment, RUNS.c.variant, decided_runs,
+                                             _count(RUNS.c.verdict == "pass"))
+                                      .group_by(RUNS.c.experiment, RUNS.c.variant, RUNS.c.task_id)):
+        by_task.setdefault((e, v), []).append((int(d or 0), int(p or 0)))
     failing: dict[tuple, list[dict[str, Any]]] = {}
     for run in failures.failing_run_reasons(session, conds=[]):
         failing.setdefault((run["experiment"], run["variant"]), []).append(run)
@@ -57,6 +63,7 @@ def _overview(session: Session) -> dict[str, Any]:
                   "errored": int(errored or 0), "not_graded": int(not_graded or 0), "no_verdict": int(pending or 0),
                   "running": int(running or 0), "early_stopped": int(early or 0), "latest": latest}
         figures = overview.variant_figures(counts, costs.get((e, v), []))
+        figures.update(overview.task_figures(by_task.get((e, v), [])))
         figures["failing"] = len(failing.get((e, v), []))
         figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)
         figures["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(e),

@@ -285,6 +285,12 @@ def test_each_variant_totals_equal_experiment_json(real, client):
         outcome = [next(iter(v)) for v in by_task.values()]
         assert (outcome.count("pass"), outcome.count("fail"), outcome.count("error")) == (
             agg["tasks_succeeded"], agg["tasks_failed"], agg["tasks_error"])
+    # the overview's figure by task is coder_eval's own variant pass_rate
+    shown = {v["variant"]: v for e in client.get("/api/experiments").json()["experiments"] for v in e["variants"]}
+    for variant, agg in exp["variant_aggregates"].items():
+        v = shown[variant]
+        assert (v["tasks"], v["tasks_passed"], v["tasks_mixed"]) == (agg["tasks_run"], agg["tasks_succeeded"], 0)
+        assert v["task_pass_rate"] == pytest.approx(agg["pass_rate"])
 
 
 def _hand_compare(real: dict[str, dict[str, Any]], a: str, b: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from qita_board import overview
 from qita_board.overview import median, pass_rate, wilson
 from tests.app.pages_traces import run_records
 from tests.app.parsed_html import one, page, select_texts
@@ -172,3 +173,15 @@ def test_runs_without_an_experiment_or_variant_link_to_just_those_runs(tmp_path,
     # the runs list's per-variant figures link the same way
     links = attrs(page(client.get("/runs").text), "ul.variant-rates a", "href")
     assert any("experiment=%28none%29" in h and "variant=%28none%29" in h for h in links)
+
+
+@pytest.mark.parametrize(("tasks", "expected"), [
+    # (decided replicates, passed replicates) per task
+    ([(2, 2), (1, 0), (1, 1)], (3, 2, 1, 0, 2 / 3)),
+    ([(2, 1), (1, 1)], (2, 1, 0, 1, 1.0)),      # the disagreeing task counts for neither side
+    ([(0, 0), (2, 0)], (2, 0, 1, 0, 0.0)),      # a task with nothing decided counts for neither
+    ([(3, 1)], (1, 0, 0, 1, None)),
+])
+def test_figures_by_task_count_each_task_once(tasks, expected):
+    f = overview.task_figures(tasks)
+    assert (f["tasks"], f["tasks_passed"], f["tasks_failed"], f["tasks_mixed"], f["task_pass_rate"]) == expected

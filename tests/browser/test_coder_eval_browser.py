@@ -83,3 +83,21 @@ def test_a_weighted_gate_pass_says_what_it_needed(live_server, page, ingest, tmp
         "gated on armed criteria only (weighted: 50% of their weight needed) · recorded by the run"
     assert "criteria alone say" not in header.inner_text()
     assert page.errors == []
+
+
+@needs_shared
+def test_the_overview_gives_coder_evals_own_pass_rate_by_task(live_server, page, ingest):
+    # variant.json counts each task once (replicates of one task are one outcome there);
+    # the row says so beside the pass rate by run, at desktop and at phone width.
+    assert ingest(RESULTS.parent).ok
+    exp = json.loads((RESULTS.parent / "experiment.json").read_text())
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(live_server.url + "/")
+        for variant, agg in exp["variant_aggregates"].items():
+            row = page.locator(f"tr.variant-row[data-variant='{variant}']")
+            succeeded, run = agg["tasks_succeeded"], agg["tasks_run"]
+            assert row.locator(".by-task").inner_text() == f"by task: {round(100 * succeeded / run)}% ({succeeded} of {run})"
+            assert row.locator(".runs-tasks").inner_text() == f"of {run} tasks"
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.errors == []
