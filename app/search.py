@@ -28,7 +28,7 @@ import hashlib
 from typing import Any, Iterable, Optional
 
 import orjson
-from sqlalchemy import and_, column, exists, func, literal_column, select, table
+from sqlalchemy import and_, column, exists, false, func, literal_column, select, table
 from sqlalchemy.engine import Connection
 
 from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_SEARCH_TABLE, RUNS, STEPS
@@ -181,6 +181,10 @@ def condition(conn: Any, q: str, *, use_index: bool = True) -> Any:
     """A WHERE condition on `runs`: the runs one of whose searchable texts holds `q`
     (case-insensitive). `use_index=False` checks run by run (a short walk of a sort index
     that a common q fills a page within)."""
+    if "\x00" in q:
+        # No stored text holds NUL (index_run removes it), and SQLite's LIKE ends its
+        # pattern at one: `%\x00` read as `%` and matched every run.
+        return false()
     pattern = f"%{escape_like(q)}%"
     like = RUN_SEARCH.c.text.ilike(pattern, escape="\\")
     if not use_index or conn is None or len(q) < MIN_INDEX_CHARS or not has_index(conn):

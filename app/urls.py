@@ -29,7 +29,11 @@ def decode_run_id(segment: str) -> str:
     if segment.startswith(B64_PREFIX):
         body = segment[len(B64_PREFIX):]
         try:
-            return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("utf-8")
+            # Strict: the lenient decoder drops characters outside the alphabet, so `~~!!!`
+            # read as the empty id. A body that is not this encoding is a literal id.
+            decoded = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True).decode("utf-8")
+            if encode_run_id(decoded) == segment:
+                return decoded
         except (binascii.Error, UnicodeDecodeError, ValueError):
             pass
     try:

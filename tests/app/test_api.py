@@ -137,3 +137,17 @@ def test_values_nested_past_orjsons_limit_are_served_and_shown(client, ingest, t
     assert obs == {"leaf": "bottom"}
     page = client.get("/runs/deep")
     assert page.status_code == 200
+
+
+@pytest.mark.parametrize("segment", ["~~!!!", "~~a b", "~~YWJj", "~~%2F"])
+def test_a_segment_that_is_not_our_encoding_is_a_literal_id(segment):
+    # `~~YWJj` is base64 of "abc", which would travel as `abc`: not our encoding either.
+    from urllib.parse import unquote
+
+    assert decode_run_id(segment) == unquote(segment)
+
+
+def test_an_unknown_tilde_id_is_named_as_asked(client):
+    answer = client.get("/api/runs/~~!!!")
+    assert answer.status_code == 404
+    assert (answer.json()["error"], answer.json()["asked"]) == ("no run with id '~~!!!'", {"run_id": "~~!!!"})

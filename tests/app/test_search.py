@@ -91,3 +91,12 @@ def test_a_secret_behind_a_word_or_at_the_search_cut_is_no_oracle(tmp_path, inge
 def test_a_deleted_run_is_no_longer_found(runs, client):
     assert client.delete("/api/runs/walker").status_code in (200, 204)
     assert found(client, "returncode") == set()
+
+
+@pytest.mark.parametrize("q", ["\x00", "a\x00", "\x00\x00\x00x"])
+def test_a_nul_in_q_matches_nothing(runs, client, q):
+    # SQLite's LIKE ends its pattern at a NUL: "%\x00%" matched every run.
+    assert client.get("/api/runs").json()["count"] > 0
+    assert client.get("/api/runs", params={"q": q}).json()["count"] == 0
+    page = client.get("/runs", params={"q": q})
+    assert page.status_code == 200 and "no runs match" in page.text.lower()

@@ -30,3 +30,16 @@ def test_typing_finds_critic_reasons_and_errors_but_never_a_masked_key(live_serv
     # the list shows the objective masked, never the key
     assert KEY not in page.content()
     assert page.errors == []
+
+
+def test_a_nul_in_the_search_finds_nothing(live_server, page, ingest, tmp_path):
+    # typed or pasted, a NUL reaches q as %00; SQLite's LIKE read "%\0%" as "%" (every run)
+    assert ingest(write_jsonl(tmp_path / "t.jsonl", [
+        {"type": "run_start", "run_id": "one", "objective": "anything"},
+        {"type": "run_end", "run_id": "one", "status": "completed", "stop_reason": "final"}])).ok
+    page.goto(live_server.url + "/runs")
+    page.locator("table.runs tbody td.run-id").first.wait_for()
+    page.fill("#q", "\x00e")
+    until(page, "new URLSearchParams(location.search).get('q') === '\\u0000e'")
+    until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 0")
+    assert page.errors == []
