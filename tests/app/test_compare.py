@@ -231,6 +231,10 @@ def test_page_shows_headline_matrix_bars_and_links_to_pairs(client, experiment):
     assert r.status_code == 200
     doc = page(r.text)
     assert text(one(doc, "#headline")).startswith("Verdicts identical on 3 of 4 paired runs (3 tasks)")
+    # the chart shows changes (a saving is negative): the heading says so, never "saved" over a minus
+    heading = text(one(doc, 'section[aria-label="Savings"] h2'))
+    assert heading.startswith("smoke against e2e change of the totals over paired runs (−36% is 36% less, a saving")
+    assert "saved" not in heading
     bars = one(doc, 'section[aria-label="Savings"] svg.bars')
     assert bars.select("rect.bar-a") and len(bars.select("rect.bar-a")) == len(bars.select("rect.bar-b"))
     early = {text(tr.th): text(tr.td) for tr in doc.select('section[aria-label="Early stop"] table.early-breakdown tr')}
