@@ -40,9 +40,12 @@ def make_templates() -> Jinja2Templates:
 
     One per process: it holds nothing of any one app, and compiling every template takes
     ~1.2 s (measured), which each `create_app` paid again (the test suite builds an app per
-    test). Jinja still reloads a template whose file changed (auto_reload)."""
+    test). Templates are not reloaded when their files change: a board whose checkout was
+    updated under it went on with its old code and the new templates, and every early-stopped
+    run page answered 500 until it was restarted (seen in a review). Restart to upgrade."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
     env = templates.env
+    env.auto_reload = False
     env.autoescape = True
     env.filters.update(
         int=present.fmt_int,

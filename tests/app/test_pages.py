@@ -260,3 +260,11 @@ def test_qitos_runs_show_every_step_critic_thought_and_stay_light(qitos_runs, in
     doc = page(client.get(f"/runs/{coding}").text)
     assert "critic #1" in select_texts(doc, "td.critic-name")
     assert any("react_reflection_pass" in t for t in select_texts(doc, "#steps table.critics td"))
+
+
+def test_templates_stay_those_the_process_started_with():
+    # A template changed on disk must not be picked up by a board running older code
+    # (its context lacks what the new template reads: 500s until a restart).
+    from qita_board.render import make_templates
+
+    assert make_templates().env.auto_reload is False
