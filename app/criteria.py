@@ -60,10 +60,11 @@ def weight_of(value: Any) -> Optional[float]:
 
 
 def gate_threshold_of(start: Any) -> Optional[float]:
-    """The run's gate threshold, as its run_start says (`early_stop.gate_threshold`, in (0, 1])."""
+    """The run's gate threshold, as its run_start says (`early_stop.gate_threshold`, in [0, 1]:
+    coder_eval allows 0, a gate every early stop passes)."""
     early = start.get("early_stop") if isinstance(start, dict) else None
     value = early.get("gate_threshold") if isinstance(early, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         return None
     return float(value)
 
@@ -71,7 +72,8 @@ def gate_threshold_of(start: Any) -> Optional[float]:
 def run_gate_threshold(early_record: Any, start_record: Any) -> Optional[float]:
     """The gate threshold in effect for an early stop: the early_stop record's own, else the
     one its run_start announced (None: 1, every armed criterion)."""
-    return gate_threshold_of({"early_stop": early_record}) or gate_threshold_of(start_record)
+    own = gate_threshold_of({"early_stop": early_record})
+    return own if own is not None else gate_threshold_of(start_record)
 
 
 def armed_gate_passed(passed: Sequence[bool], weights: Sequence[Optional[float]],

@@ -23,6 +23,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from . import tempfiles
 from .errors import BoardError
 from .ingest import IngestIssue, IngestReport, Stopped
+from .ingest.sources import UPLOAD_KEY_PREFIX
 from .removal import after_upload
 
 #: Accepted names and the suffix the stored copy gets (which tells ingest how to read it).
@@ -181,7 +182,7 @@ def ingest_job(received: Received):
     def run(job, ingestor) -> dict[str, Any]:
         if received.files:
             try:
-                report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix="upload:",
+                report = ingestor.ingest_paths([p for _l, p, _s in received.files], closed=True, key_prefix=UPLOAD_KEY_PREFIX,
                                                labels=[label for label, _p, _s in received.files])
             except Stopped as stopped:
                 # Cancelled or out of time: what it wrote before stays, so the upload is

@@ -30,7 +30,7 @@ from ..models import RUNS, SOURCES
 from ..settings import Settings
 from . import overwrite
 from .lines import ENTRY_ERRORS, LimitExceeded, iter_items, open_stream, validate_record
-from .sources import Discovery, Source, discover
+from .sources import UPLOAD_KEY_PREFIX, Discovery, Source, discover
 from .store import Applier
 
 ProgressFn = Callable[[int], None]
@@ -133,6 +133,13 @@ class IngestReport:
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _reload_for(src: Source) -> Optional[overwrite.Reload]:
+    """A reload for a new version of an uploaded source that is its own origin (never for
+    files on disk, which may be rotated, nor for one file of a QitOS folder)."""
+    own = (src.origin or src.key) == src.key
+    return overwrite.Reload() if own and src.key.startswith(UPLOAD_KEY_PREFIX) else None
 
 
 class Ingestor:
@@ -255,12 +262,12 @@ class Ingestor:
                 self.records_done += read
                 if batch:
                     origin, origin_label = src.origin or src.key, src.origin_label or src.label
+                    if src.leftovers is not None:
+                        src.leftovers.meet(conn, batch, origin=origin)
                     batch, screened, known, replacing = overwrite.screen(conn, batch, origin=origin,
                                                                               label=origin_label, rewrite=src.rewrite)
                     for rid, pk in known.items():
                         self.applier.remember_run(rid, pk)
-                    if src.leftovers is not None:
-                        src.leftovers.see(conn, batch, origin=origin)
                 if screened:
                     by_run_screened: dict[str, list[str]] = {}
                     for label, line, message, run_id in screened:
@@ -284,28 +291,22 @@ class Ingestor:
                         self.applier.add_warnings(conn, rid, msgs)
                     self.applier.recompute(conn, touched, abandon_after_s=self.settings.abandon_after_s)
                 if end_of_pass and src.leftovers is not None:
-                    self._remove_leftovers(conn, src, report)
+                    self._finish_reload(conn, src, report)
                 if source_values is not None:
                     self._save_source(conn, src, **source_values)
         except SQLAlchemyError:
             self.applier.forget()
             raise
 
-    def _remove_leftovers(self, conn: Any, src: Source, report: IngestReport) -> None:
-        """The end of a pass over a new version of a source: what its earlier version had
-        and this one lacks is removed from the runs it began (app.ingest.overwrite)."""
-        origin, label = src.origin or src.key, src.origin_label or src.label
-        removed, runs = src.leftovers.remove(conn, origin=origin, label=label)
+    def _finish_reload(self, conn: Any, src: Source, report: IngestReport) -> None:
+        """The end of a pass over a new version of an upload: a warning for each run whose
+        content it changed (app.ingest.overwrite.Reload)."""
+        label = src.origin_label or src.label
+        said = src.leftovers.finish(conn, label=label)
         src.leftovers = None
-        by_run: dict[str, list[str]] = {}
-        for where, _line, message, rid in removed:
+        for where, _line, message, rid in said:
             report.warnings.append(IngestIssue(where, None, message))
-            by_run.setdefault(rid, []).append(message)
-        for rid, pk in runs.items():
-            self.applier.remember_run(rid, pk)
-        for rid, msgs in by_run.items():
-            self.applier.add_warnings(conn, rid, msgs)
-        self.applier.recompute(conn, runs, abandon_after_s=self.settings.abandon_after_s)
+            self.applier.add_warnings(conn, rid, [message])
 
     def _ingest_document(self, src: Source, report: IngestReport, *, closed: bool) -> None:
         st = os.stat(src.path)
@@ -315,8 +316,7 @@ class Ingestor:
         if prev is not None and prev["content_hash"] == digest:
             return
         src.rewrite = prev is not None and bool(prev["content_hash"])
-        if src.rewrite and (src.origin or src.key) == src.key:
-            src.leftovers = overwrite.Leftovers()
+        src.leftovers = _reload_for(src) if src.rewrite else None
         assert src.produce is not None  # a document source always has its producer
         records, errors = src.produce()
         for line, message in errors:
@@ -374,8 +374,7 @@ class Ingestor:
                     fh = self._open(src)
                     hasher = hashlib.sha256()
                     src.rewrite = True  # read before, and its bytes changed: a new version
-                    if (src.origin or src.key) == src.key:
-                        src.leftovers = overwrite.Leftovers()
+                    src.leftovers = _reload_for(src)
             self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
         finally:
             fh.close()
@@ -421,7 +420,10 @@ class Ingestor:
                 digest = hasher.copy()
                 if len(batch) >= self.settings.batch_lines:
                     try:
-                        self._commit(src, report, batch, source_values(False), closed=closed, run_warnings=run_warnings)
+                        # A reload saves its offset only at its end: stopped half way, the
+                        # next pass is a reload again, never a file that merely grew.
+                        self._commit(src, report, batch, None if src.leftovers is not None else source_values(False),
+                                     closed=closed, run_warnings=run_warnings)
                     except ENTRY_ERRORS as exc:
                         # Not a reading error: carried past the handlers below, which are
                         # for the stream (a ValueError from the writer is not "cannot decompress").
@@ -439,10 +441,8 @@ class Ingestor:
         except LimitExceeded as exc:
             # A limit of the stream, not of a line: named by file only.
             report.errors.append(IngestIssue(src.label, None, str(exc)))
-            src.leftovers = None  # not read to its end: what it lacks is not known
         except ENTRY_ERRORS as exc:
             report.errors.append(IngestIssue(src.label, consumed_line + 1, f"cannot decompress: {exc}"))
-            src.leftovers = None
         self._commit(src, report, batch, source_values(True), closed=closed, run_warnings=run_warnings,
                      end_of_pass=True)
         if self.progress:

@@ -506,7 +506,7 @@ def _early_stop_config(enabled: bool, limits: dict[str, Any]) -> dict[str, Any]:
     policy lab replays the smoke variant's gate over the e2e runs)."""
     config: dict[str, Any] = {"enabled": enabled}
     threshold = _num(limits.get("stop_early_gate_threshold"))
-    if threshold is not None and 0 < threshold <= 1:
+    if threshold is not None and 0 <= threshold <= 1:
         config["gate_threshold"] = threshold
     return config
 

@@ -22,14 +22,14 @@ of it, and what it changes replaces what is stored — `run_start` included, so 
 never the old version's start with the new version's steps — with a warning naming the
 run and what was replaced. So the verdict never mixes two uploads silently: anything a
 second source or a second version did to a run is on the run page and in the ingest
-report. A new version read to its end also takes away what it no longer has: steps
-(with their critic outputs and events), criterion results, the early stop and the end of
-the earlier version are removed (`Leftovers`), so the run is the new version alone.
-To load a run again from another source, delete it first.
+report. A new version of an *upload* goes further (`Reload`): each run it began is
+emptied and filled again from the new version alone, so a shorter version leaves no old
+tail. To load a run again from another source, delete it first.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -37,8 +37,8 @@ import orjson
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
-from ..jsontext import nul_safe, stored_value
-from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_SEARCH_MARKS, RUNS, STEPS
+from ..jsontext import dumps_deep, nul_safe, stored_value
+from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_TAGS, RUNS, STEPS
 
 Item = tuple[dict[str, Any], Optional[bytes], str, int]
 Warning_ = tuple[str, int, str, str]
@@ -50,8 +50,11 @@ LISTED = 8
 def _same(stored: Any, record: dict[str, Any]) -> bool:
     """Whether a record equals the stored one, NUL characters compared as the store keeps
     them (replaced in JSON columns, kept as `\\u0000` in a step's or event's line)."""
-    return orjson.dumps(nul_safe(stored), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) == \
-        orjson.dumps(nul_safe(record), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    try:
+        return orjson.dumps(nul_safe(stored), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) == \
+            orjson.dumps(nul_safe(record), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # nested past orjson's depth limit (ingest accepts 1024 levels)
+        return bool(dumps_deep(nul_safe(stored)) == dumps_deep(nul_safe(record)))
 
 
 def _key(rec: dict[str, Any]) -> Optional[tuple[Any, ...]]:
@@ -200,92 +203,86 @@ def claim(conn: Connection, run_ids: list[str], *, origin: str, label: str) -> N
                      .values(origin=origin, origin_label=label))
 
 
-#: The run columns a run_end sets, as they are before any run_end arrived.
-_NO_END = dict(has_end=False, end_record=None, ended_ts=None, ended_at=None, status=None, stop_reason=None,
-               stop_reason_raw=None, stop_detail=None, final_result=None, verdict_recorded=None, verdict_reason=None,
-               source_status=None, score=None, failure_report=None)
-#: A criterion's result columns, as they are before its result arrived.
-_NO_RESULT = dict(has_result=False, score=None, passed=None, live_verdict=None, decided_at_step=None, details=None,
-                  result=None)
+#: What a run_start and a run_end set, as a run has it before either arrived.
+_BLANK = dict(experiment=None, variant=None, replicate=0, objective=None, agent=None, model=None, schema_version=None,
+              source_format="qita", started_ts=None, started_at=None, budget_max_steps=None, budget_max_runtime_s=None,
+              budget_max_tokens=None, budget_max_cost_usd=None, critics=None, stop_criteria=None,
+              early_stop_enabled=False, tags=None, meta=None, start_record=None, has_start=False,
+              has_end=False, end_record=None, ended_ts=None, ended_at=None, status=None, stop_reason=None,
+              stop_reason_raw=None, stop_detail=None, final_result=None, verdict_recorded=None, verdict_reason=None,
+              source_status=None, score=None, failure_report=None, warnings=None)
+
+
+def _hash(*parts: Any) -> str:
+    digest = hashlib.sha1()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else dumps_deep(part).encode("utf-8", "surrogatepass"))
+        digest.update(b"\x1e")
+    return digest.hexdigest()
+
+
+def fingerprint(conn: Connection, pk: int) -> dict[str, Any]:
+    """What a run holds, in parts a reader names ("steps", "run_end" …): counts and
+    verdict as they are, everything else hashed. Read whole, so kept to reloads."""
+    run = conn.execute(select(RUNS.c.steps, RUNS.c.verdict, RUNS.c.start_record, RUNS.c.end_record)
+                       .where(RUNS.c.id == pk)).one()
+    steps = [r for (r,) in conn.execute(select(STEPS.c.record).where(STEPS.c.run_pk == pk).order_by(STEPS.c.step))]
+    crits = conn.execute(select(CRITERIA.c.criterion_id, CRITERIA.c.spec, CRITERIA.c.result)
+                         .where(CRITERIA.c.run_pk == pk).order_by(CRITERIA.c.criterion_id)).all()
+    events = sorted(r for (r,) in conn.execute(select(EVENTS.c.record).where(EVENTS.c.run_pk == pk)))
+    early = conn.execute(select(EARLY.c.record).where(EARLY.c.run_pk == pk)).scalar()
+    return {"n_steps": run.steps, "verdict": run.verdict, "run_start": _hash(run.start_record),
+            "run_end": _hash(run.end_record), "steps": _hash(*[str(r) for r in steps]),
+            "criteria": _hash(*[list(c) for c in crits]), "events": _hash(*[str(e) for e in events]),
+            "early_stop": _hash(early)}
+
+
+def wipe(conn: Connection, pk: int) -> None:
+    """Empty a run of everything its records put there, keeping the run (its id, origin)."""
+    for table in (CRITICS, EVENTS, STEPS, CRITERIA, EARLY, RUN_TAGS, RUN_SEARCH, RUN_SEARCH_MARKS):
+        conn.execute(delete(table).where(table.c.run_pk == pk))
+    run_id = conn.execute(select(RUNS.c.run_id).where(RUNS.c.id == pk)).scalar()
+    conn.execute(update(RUNS).where(RUNS.c.id == pk).values(task_id=run_id, **_BLANK))
 
 
 @dataclass
-class Leftovers:
-    """What one pass over a new version of a source held, run by run, so that at its end
-    what the earlier version had and this one lacks can be taken away (`remove`).
+class Reload:
+    """A pass over a new version of an uploaded source (its bytes changed, not only grew):
+    each run it began is emptied when the pass first meets it and filled again from the
+    new version alone, so nothing of an earlier version (steps, events, criteria, its
+    start or end) is left mixed in. At the end of the pass each run whose content changed
+    gets one warning saying what did (`finish`).
 
-    Only for a source that is its own origin (a file, an upload, a zip entry): a QitOS
-    folder's three files are one origin, and one of them alone is not the run."""
+    Uploads only: a file on disk may be rotated (`trace.jsonl` → `trace.1.jsonl`, a new
+    `trace.jsonl`), and emptying its runs would lose what the rotated file holds. The
+    offsets of such a pass are saved only at its end (app.ingest), so a pass that stops
+    half way is a reload again the next time, never a file that merely grew."""
 
-    steps: dict[str, set[int]] = field(default_factory=dict)
-    results: dict[str, set[str]] = field(default_factory=dict)
-    early: set[str] = field(default_factory=set)
-    ends: set[str] = field(default_factory=set)
+    before: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    met: set[str] = field(default_factory=set)
 
-    def see(self, conn: Connection, batch: list[Item], *, origin: str) -> None:
-        """Note what a batch holds; a run this origin began, seen for the first time in the
-        pass, loses the warnings its earlier versions left (they spoke of records now gone)."""
-        new = [rid for rid in dict.fromkeys(item[0]["run_id"] for item in batch) if rid not in self.steps]
+    def meet(self, conn: Connection, batch: list[Item], *, origin: str) -> None:
+        """Empty the runs this origin began that the pass meets for the first time."""
+        new = [rid for rid in dict.fromkeys(item[0]["run_id"] for item in batch) if rid not in self.met]
+        self.met.update(new)
         for i in range(0, len(new), 500):
-            conn.execute(update(RUNS).where(RUNS.c.run_id.in_(new[i:i + 500]), RUNS.c.origin == origin)
-                         .values(warnings=None))
-        for rec, _raw, _where, _line in batch:
-            rid, rtype = rec["run_id"], rec["type"]
-            if rtype == "step":
-                self.steps.setdefault(rid, set()).add(rec["step"])
-            else:
-                self.steps.setdefault(rid, set())
-                if rtype == "criterion":
-                    self.results.setdefault(rid, set()).add(rec["id"])
-                elif rtype == "early_stop":
-                    self.early.add(rid)
-                elif rtype == "run_end":
-                    self.ends.add(rid)
+            for pk, rid in conn.execute(select(RUNS.c.id, RUNS.c.run_id)
+                                        .where(RUNS.c.run_id.in_(new[i:i + 500]), RUNS.c.origin == origin)).all():
+                self.before[rid] = (pk, fingerprint(conn, pk))
+                wipe(conn, pk)
 
-    def remove(self, conn: Connection, *, origin: str, label: str) -> tuple[list[Warning_], dict[str, int]]:
-        """Take away, from the runs this origin began and this pass held, what the pass did
-        not hold; (warnings as (file, line, message, run id), {run id: pk} of those runs, to
-        be recomputed and indexed again)."""
+    def finish(self, conn: Connection, *, label: str) -> list[Warning_]:
+        """One warning per run whose content the new version changed (after it was recomputed)."""
         warnings: list[Warning_] = []
-        changed: dict[str, int] = {}
-        run_ids = list(self.steps)
-        for i in range(0, len(run_ids), 500):
-            rows = conn.execute(select(RUNS.c.id, RUNS.c.run_id, RUNS.c.has_end)
-                                .where(RUNS.c.run_id.in_(run_ids[i:i + 500]), RUNS.c.origin == origin)).all()
-            for pk, rid, has_end in rows:
-                gone = self._remove_run(conn, pk, rid, has_end=bool(has_end))
-                changed[rid] = pk
-                if gone:
-                    warnings.append((label, 0, f"run {rid!r}: the new version of {label} no longer has "
-                                               f"{_summary(gone)} of its earlier version: removed", rid))
-        return warnings, changed
-
-    def _remove_run(self, conn: Connection, pk: int, rid: str, *, has_end: bool) -> list[str]:
-        gone: list[str] = []
-        seen = self.steps.get(rid, set())
-        stale = [n for (n,) in conn.execute(select(STEPS.c.step).where(STEPS.c.run_pk == pk)) if n not in seen]
-        for i in range(0, len(stale), 500):
-            part = stale[i:i + 500]
-            for table in (CRITICS, EVENTS, STEPS):
-                conn.execute(delete(table).where(table.c.run_pk == pk, table.c.step.in_(part)))
-        gone += [f"step {n}" for n in stale]
-        results = self.results.get(rid, set())
-        for cid, has_spec in conn.execute(select(CRITERIA.c.criterion_id, CRITERIA.c.has_spec)
-                                          .where(CRITERIA.c.run_pk == pk, CRITERIA.c.has_result)).all():
-            if cid not in results:
-                where = (CRITERIA.c.run_pk == pk) & (CRITERIA.c.criterion_id == cid)
-                if has_spec:
-                    conn.execute(update(CRITERIA).where(where).values(**_NO_RESULT))
-                else:
-                    conn.execute(delete(CRITERIA).where(where))
-                gone.append(f"the result of criterion {cid!r}")
-        if rid not in self.early and conn.execute(delete(EARLY).where(EARLY.c.run_pk == pk)).rowcount:
-            gone.append("early_stop")
-        if rid not in self.ends and has_end:
-            conn.execute(update(RUNS).where(RUNS.c.id == pk).values(**_NO_END))
-            gone.append("run_end")
-        # Searched texts are kept by content, so the earlier version's would still be found:
-        # the run is indexed again from what it holds now (when it is recomputed).
-        conn.execute(delete(RUN_SEARCH).where(RUN_SEARCH.c.run_pk == pk))
-        conn.execute(delete(RUN_SEARCH_MARKS).where(RUN_SEARCH_MARKS.c.run_pk == pk))
-        return gone
+        for rid, (pk, was) in sorted(self.before.items()):
+            now = fingerprint(conn, pk)
+            changed = [part for part in ("run_start", "steps", "criteria", "early_stop", "run_end", "events")
+                       if was[part] != now[part]]
+            if not changed:
+                continue
+            def state(f: dict[str, Any]) -> str:
+                steps = f"{f['n_steps']} step{'' if f['n_steps'] == 1 else 's'}"
+                return f"{steps}, {(f['verdict'] or 'no verdict').replace('_', ' ')}"
+            warnings.append((label, 0, f"run {rid!r} was loaded again from the new version of {label}: it had "
+                                       f"{state(was)}, it has {state(now)} (changed: {', '.join(changed)})", rid))
+        return warnings

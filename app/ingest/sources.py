@@ -22,6 +22,9 @@ TRACE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
 
+#: How the keys of uploaded sources begin (`ingest_paths(key_prefix=...)` for uploads).
+UPLOAD_KEY_PREFIX = "upload:"
+
 @dataclass
 class Source:
     """One readable input: a file of lines, or a whole-document producer of records."""
@@ -48,7 +51,7 @@ class Source:
     #: set while reading: the source was read before and its bytes changed (not only grew),
     #: so this pass is a new version of it (app.ingest.overwrite screens what it replaces)
     rewrite: bool = False
-    #: during such a pass, what it held (app.ingest.overwrite.Leftovers), for a source that is its own origin
+    #: during such a pass over an upload, its reload (app.ingest.overwrite.Reload)
     leftovers: Optional[Any] = None
 
 

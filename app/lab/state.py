@@ -255,7 +255,7 @@ def run_state(*, specs: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str
     source = "none" if not sources else sources.pop() if len(sources) == 1 else "mixed"
     return RunState(first_step=first, step_count=len(steps), series=series,
                     signatures=[signature(c) for c in calls], source=source, criteria=criteria,
-                    gate_threshold=gate_threshold if gate_threshold is not None and 0 < gate_threshold <= 1 else None)
+                    gate_threshold=gate_threshold if gate_threshold is not None and 0 <= gate_threshold <= 1 else None)
 
 
 def _declared(spec: Mapping[str, Any]) -> Optional[str]:

@@ -110,8 +110,16 @@ def test_an_early_stopped_run_passes_its_weighted_gate_with_one_armed_criterion_
 
 
 @pytest.mark.parametrize(("start", "expected"), [
-    ({"early_stop": {"gate_threshold": 0.6}}, 0.6), ({"early_stop": {"gate_threshold": 0}}, None),
+    ({"early_stop": {"gate_threshold": 0.6}}, 0.6), ({"early_stop": {"gate_threshold": 0}}, 0.0),
+    ({"early_stop": {"gate_threshold": -0.1}}, None),
     ({"early_stop": {"gate_threshold": 1.5}}, None), ({"early_stop": {"gate_threshold": True}}, None),
     ({"early_stop": None}, None), (None, None)])
 def test_a_gate_threshold_is_read_only_when_it_is_a_share(start, expected):
     assert criteria.gate_threshold_of(start) == expected
+
+
+def test_a_zero_threshold_in_the_early_stop_record_is_kept_not_read_as_absent():
+    # coder_eval's EarlyStop.gate_threshold allows 0: every early stop passes its gate
+    assert criteria.run_gate_threshold({"gate_threshold": 0.0}, {"early_stop": {"gate_threshold": 0.5}}) == 0.0
+    assert criteria.run_gate_threshold({}, {"early_stop": {"gate_threshold": 0.5}}) == 0.5
+    assert criteria.armed_gate_passed([False, False], [1, 1], 0.0) is True

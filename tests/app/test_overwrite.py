@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from fastapi.testclient import TestClient
 
 from qita_board.main import create_app
@@ -58,13 +59,13 @@ def test_a_new_version_of_the_source_that_began_a_run_replaces_it_whole_and_says
         _upload(c, "a.jsonl", trace("first", "v1", 1.0, "completed"))
         again = _upload(c, "a.jsonl", trace("second", "v2", 0.0, "failed"))
         messages = [w["message"] for w in again["warnings"]]
-        assert messages == ["run 'r1': 6 record(s) of the new version of a.jsonl replaced what its earlier version "
-                            "stored (steps 0, 1, 2; run_start; criterion 'c1'; run_end)"]
+        assert messages == ["run 'r1' was loaded again from the new version of a.jsonl: it had 3 steps, pass, it has "
+                            "3 steps, fail (changed: run_start, steps, criteria, run_end)"]
         run = c.get("/api/runs/r1").json()["run"]
         assert (run["objective"], run["verdict"], run["status"]) == ("second", "fail", "failed")
         steps = {s["step"]: s["record"]["observation"] for s in c.get("/api/runs/r1/steps").json()["data"]}
         assert steps == {0: "v2 0", 1: "v2 1", 2: "v2 2"}
-        assert "replaced what its earlier version stored" in c.get("/runs/r1").text
+        assert "was loaded again from the new version of a.jsonl" in c.get("/runs/r1").text
         # a third version like the second: nothing replaced, and the second's warning is gone
         third = _upload(c, "a.jsonl", b"\n" + trace("second", "v2", 0.0, "failed"))  # other bytes, same records
         assert third["warnings"] == []
@@ -125,8 +126,8 @@ def test_a_shorter_new_version_takes_away_what_it_no_longer_has(tmp_path: Path):
             assert c.get("/api/runs", params={"q": q}).json()["count"] == 1, q
         again = _upload(c, "a.jsonl", lines(*v2))
         messages = [w["message"] for w in again["warnings"]]
-        assert "run 'r1': the new version of a.jsonl no longer has steps 3, 4; the result of criterion 'c2'; " \
-               "early_stop; run_end of its earlier version: removed" in messages
+        assert messages == ["run 'r1' was loaded again from the new version of a.jsonl: it had 5 steps, pass, it has "
+                            "3 steps, no verdict (changed: steps, criteria, early_stop, run_end, events)"]
         run = c.get("/api/runs/r1").json()
         assert (run["run"]["steps"], run["run"]["state"], run["run"]["verdict"]) == (3, "abandoned", None)
         assert run["early_stop"] is None
@@ -140,3 +141,101 @@ def test_a_shorter_new_version_takes_away_what_it_no_longer_has(tmp_path: Path):
         assert c.get("/api/runs", params={"q": "wombat2"}).json()["count"] == 1
         events = c.get("/api/runs/r1/steps/4/events")
         assert events.status_code == 404 or events.json()["data"] == []
+
+
+def _records(*recs) -> bytes:
+    return lines(*recs)
+
+
+def test_a_new_version_drops_the_criteria_events_and_start_the_earlier_one_had(tmp_path: Path):
+    v1 = [{"type": "run_start", "run_id": "r1", "objective": "OLD", "criteria": [{"id": "c1"}, {"id": "c2"}]},
+          {"type": "step", "run_id": "r1", "step": 1, "observation": "x"},
+          {"type": "event", "run_id": "r1", "step": 1, "phase": "NOTE", "ok": True, "payload": {"v": 1}},
+          {"type": "criterion", "run_id": "r1", "id": "c1", "score": 1.0},
+          {"type": "criterion", "run_id": "r1", "id": "c2", "score": 1.0},
+          {"type": "run_end", "run_id": "r1", "status": "completed", "stop_reason": "final"}]
+    # v2 declares c1 only (a fresh ingest of it passes) and has its own event at step 1
+    v2 = [{**v1[0], "criteria": [{"id": "c1"}]}, v1[1], {**v1[2], "payload": {"v": 2}}, v1[3], v1[5]]
+    # v3 has no run_start at all: the run has no objective rather than v2's
+    v3 = [v1[1], v1[3], v1[5]]
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", _records(*v1))
+        _upload(c, "a.jsonl", _records(*v2))
+        run = c.get("/api/runs/r1").json()
+        assert run["run"]["verdict"] == "pass" and [k["id"] for k in run["criteria"]] == ["c1"]
+        events = c.get("/api/runs/r1/steps/1/events").json()["data"]
+        assert [e["record"]["payload"] for e in events] == [{"v": 2}]
+        _upload(c, "a.jsonl", _records(*v3))
+        run = c.get("/api/runs/r1").json()["run"]
+        assert (run["objective"], run["steps"]) == (None, 1)
+
+
+def test_a_file_on_disk_that_was_rotated_loses_nothing(ingest, engine, tmp_path: Path):
+    # trace.jsonl → trace.1.jsonl and a new trace.jsonl: no reload for files on disk
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    first = [{"type": "run_start", "run_id": "r1"}] + [{"type": "step", "run_id": "r1", "step": i} for i in range(3)]
+    (folder / "trace.jsonl").write_bytes(_records(*first))
+    ingest(folder, final=False)
+    (folder / "trace.jsonl").rename(folder / "trace.1.jsonl")
+    (folder / "trace.jsonl").write_bytes(_records(*({"type": "step", "run_id": "r1", "step": i} for i in range(3, 6))))
+    ingest(folder, final=False)
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        steps = [n for (n,) in conn.execute(text("select step from steps order by step"))]
+    assert steps == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_reload_stopped_half_way_is_a_reload_again_next_time(tmp_path: Path, monkeypatch):
+    from qita_board import ingest as ingest_module
+    from qita_board.db import open_database
+    from qita_board.ingest import Ingestor, Stopped
+
+    monkeypatch.setattr(ingest_module, "STOP_CHECK_LINES", 1)
+    settings = Settings(db=str(tmp_path / "q.db"), batch_lines=2)
+    path = tmp_path / "a.jsonl"
+    v1 = [{"type": "run_start", "run_id": "r1", "objective": "OLD", "criteria": [{"id": "c1"}]}]
+    v1 += [{"type": "step", "run_id": "r1", "step": i, "observation": f"v1 {i}"} for i in range(6)]
+    v1 += [{"type": "criterion", "run_id": "r1", "id": "c1", "score": 1.0},
+           {"type": "run_end", "run_id": "r1", "status": "completed", "stop_reason": "final"}]
+    v2 = [{"type": "step", "run_id": "r1", "step": i, "observation": f"v2 {i}"} for i in range(3)]
+    v2 += [{**v1[0], "objective": "NEW"}, {"type": "criterion", "run_id": "r1", "id": "c1", "score": 0.0},
+           {"type": "run_end", "run_id": "r1", "status": "failed", "stop_reason": "final"}]
+    # r2 comes after the point where the pass stops: 4 steps in v1, 1 in v2
+    v1 += [{"type": "step", "run_id": "r2", "step": i} for i in range(4)]
+    v2 += [{"type": "step", "run_id": "r2", "step": 0}]
+    engine = open_database(settings)
+    try:
+        path.write_bytes(_records(*v1))
+        Ingestor(engine, settings).ingest_paths([str(path)], key_prefix="upload:", labels=["a.jsonl"])
+        path.write_bytes(_records(*v2))
+        # stop right after the first batch of the new version was committed
+        committed: list[int] = []
+        real_commit = Ingestor._commit
+
+        def commit_then_count(self, *a, **k):
+            real_commit(self, *a, **k)
+            committed.append(1)
+
+        monkeypatch.setattr(Ingestor, "_commit", commit_then_count)
+        with pytest.raises(Stopped):
+            Ingestor(engine, settings, stop=lambda: bool(committed)).ingest_paths(
+                [str(path)], key_prefix="upload:", labels=["a.jsonl"])
+        monkeypatch.setattr(Ingestor, "_commit", real_commit)
+        with engine.connect() as conn:  # the first batch (steps 0 and 1 of v2) went in
+            from sqlalchemy import text as sql
+
+            assert conn.execute(sql("select s.record from steps s join runs r on r.id = s.run_pk "
+                                    "where r.run_id = 'r1' and s.step = 0")).scalar().count("v2 0") == 1
+        Ingestor(engine, settings).ingest_paths([str(path)], key_prefix="upload:", labels=["a.jsonl"])
+        from sqlalchemy import text
+
+        with engine.connect() as conn:
+            objective, verdict = conn.execute(text("select objective, verdict from runs where run_id = 'r1'")).one()
+            steps = [tuple(r) for r in conn.execute(text(
+                "select r.run_id, s.step from steps s join runs r on r.id = s.run_pk order by 1, 2"))]
+        assert (objective, verdict) == ("NEW", "fail")
+        assert steps == [("r1", 0), ("r1", 1), ("r1", 2), ("r2", 0)]
+    finally:
+        engine.dispose()

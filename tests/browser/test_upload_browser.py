@@ -61,10 +61,10 @@ def test_a_new_version_under_the_same_name_is_named_in_the_result_and_on_the_run
         page.get_by_role("button", name="Upload").click()
         page.locator(".upload-result").wait_for()
     warning = page.locator(".upload-result .warnings").inner_text()
-    assert "run 'browser/v': 3 record(s) of the new version of same.jsonl replaced what its earlier version " \
-           "stored (step 0; run_start; criterion 'c1')" in warning  # run_end is the same in both
+    assert "run 'browser/v' was loaded again from the new version of same.jsonl: it had 1 step, pass, it has " \
+           "1 step, fail (changed: run_start, steps, criteria)" in warning  # run_end is the same in both
     page.goto(live_server.url + "/runs/browser%2Fv")
     head = page.locator(".run-head").inner_text()
     assert "second version" in head and "first version" not in head
-    assert "replaced what its earlier version stored" in page.content()
+    assert "was loaded again from the new version of same.jsonl" in page.content()
     assert page.errors == []
