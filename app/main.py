@@ -76,6 +76,13 @@ class _Sweeper:
             self.writer.submit("sweep", lambda job, ingestor: ingestor.sweep(), owner="board")
 
 
+def _nul_refused(exc: BaseException) -> bool:
+    """Whether the database refused a NUL character in a query parameter."""
+    from sqlalchemy.exc import DataError
+
+    return isinstance(exc, DataError) and "NUL" in str(getattr(exc, "orig", exc))
+
+
 def create_app(settings: Optional[Settings] = None) -> FastAPI:
     """Build the board for `settings` (from the environment when not given)."""
     settings = settings or Settings()
@@ -144,6 +151,11 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception):
+        if _nul_refused(exc):
+            # PostgreSQL refuses NUL in a parameter (SQLite just finds nothing): a request
+            # that asks for a value holding one asks for what no stored value holds.
+            return _error_response(request, BoardError(
+                "a value in the request holds the NUL character (\\u0000), which no stored value does", status=400))
         log.exception("unhandled error on %s", request.url.path)
         return _error_response(request, BoardError("internal error: the board could not answer this request",
                                                    status=500))

@@ -38,7 +38,9 @@ def _common_prefix(a: str, b: str) -> int:
 
 def nearest_run_ids(session: Session, *, run_id: str, limit: int = NEAREST) -> list[str]:
     """Existing run ids closest to `run_id`: a longer shared prefix first, then similarity."""
-    asked = run_id[:200]
+    # Run ids never hold NUL (ingest refuses them), and PostgreSQL refuses one in a query
+    # parameter: the nearest ids are looked for without it.
+    asked = run_id[:200].replace("\x00", "")
     candidates: set[str] = set()
     if asked:
         head = asked[:3]

@@ -164,7 +164,8 @@ def _describe(row: dict[str, Any]) -> dict[str, Any]:
 def plan_runs(conn: Connection, *, run_ids: list[str]) -> dict[str, Any]:
     """What deleting `run_ids` removes: the runs, the rows of each table, and the ids not found."""
     found: dict[str, int] = {}
-    for chunk in _chunks(sorted(set(run_ids))):
+    # No run id holds NUL, and PostgreSQL refuses one as a parameter: such ids are not found.
+    for chunk in _chunks(sorted({r for r in run_ids if "\x00" not in r})):
         found.update({rid: pk for pk, rid in conn.execute(select(RUNS.c.id, RUNS.c.run_id).where(RUNS.c.run_id.in_(chunk)))})
     pks = sorted(found.values())
     return {"runs": [_describe(r) for r in _run_rows(conn, pks)], "rows": _counts(conn, pks),

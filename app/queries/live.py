@@ -19,6 +19,8 @@ def find_run(session: Session, *, run_id: str) -> Optional[dict[str, Any]]:
     """The run named `run_id` as routes look it up (key, state, step count, last write) with
     the stamp that changes when it gets new records or changes state; None when there is
     no such run. Cheap: one row, none of its large columns."""
+    if "\x00" in run_id:
+        return None  # no run id holds NUL; PostgreSQL refuses one as a parameter
     row = session.execute(select(RUNS.c.id, RUNS.c.steps, RUNS.c.state, RUNS.c.last_seen_at, RUNS.c.verdict,
                                  RUNS.c.has_end, RUNS.c.updated_at).where(RUNS.c.run_id == run_id)).mappings().first()
     if row is None:

@@ -18,7 +18,10 @@ from .pointers import parse_pointer, resolve_pointer
 
 
 def get_run_row(session: Session, *, run_id: str) -> Optional[dict[str, Any]]:
-    """The run's row, or None."""
+    """The run's row, or None (also for an id holding NUL, which no run has and PostgreSQL
+    refuses as a parameter)."""
+    if "\x00" in run_id:
+        return None
     row = session.execute(select(RUNS).where(RUNS.c.run_id == run_id)).mappings().first()
     return dict(row) if row else None
 

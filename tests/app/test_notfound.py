@@ -105,3 +105,33 @@ def test_a_step_past_the_end_says_so(runs, client):
 def test_an_unknown_step_filter_names_the_valid_ones(runs, client):
     r = client.get("/api/runs/other-run?only=retries")
     assert r.status_code == 400 and r.json()["valid"] == ["critic", "decided", "errors"]
+
+
+def test_a_nul_in_an_asked_run_id_is_a_404_on_either_backend(runs, client):
+    # PostgreSQL refuses NUL in a query parameter: the lookup of near ids must not send one
+    r = client.get("/api/runs/smoke%2Ftask-07%00x")
+    assert r.status_code == 404 and r.json()["asked"] == {"run_id": "smoke/task-07\x00x"}
+    assert r.json()["nearest_run_ids"][:2] == ["smoke/task-07/0", "smoke/task-07/1"]
+
+
+@pytest.mark.parametrize("url", ["/runs/a%00b", "/api/runs/a%00b/live", "/api/runs/a%00b/steps", "/runs/a%00b/delete",
+                                 "/api/pair?a=a%00b"])
+def test_every_run_route_answers_404_for_an_id_with_nul(runs, client, url):
+    assert client.get(url).status_code == 404, url
+
+
+def test_a_nul_in_a_filter_is_no_internal_error(runs, settings):
+    # SQLite finds nothing; PostgreSQL refuses the parameter, which the board answers as a 400
+    # (through the catch-all handler: a client that does not re-raise sees what a browser sees)
+    from fastapi.testclient import TestClient
+
+    from qita_board.main import create_app
+
+    client = TestClient(create_app(settings), base_url="http://127.0.0.1", raise_server_exceptions=False)
+    for url in ("/api/compare?experiment=a%00b&a=smoke&b=e2e", "/api/runs?experiment=a%00b", "/api/runs?tag=%00"):
+        r = client.get(url)
+        assert r.status_code in (200, 400, 404), url
+        if r.status_code == 400:
+            assert "NUL character" in r.json()["error"], url
+        elif r.status_code == 200 and "count" in r.json():
+            assert r.json()["count"] == 0, url
