@@ -221,20 +221,33 @@ def _hash(*parts: Any) -> str:
     return digest.hexdigest()
 
 
+def _hash_rows(rows: Any) -> str:
+    """A hash of rows read one at a time (a run's steps may be many and large)."""
+    digest = hashlib.sha1()
+    for row in rows:
+        for value in row:
+            digest.update(value.encode("utf-8", "surrogatepass") if isinstance(value, str)
+                          else dumps_deep(value).encode("utf-8", "surrogatepass"))
+            digest.update(b"\x1f")
+        digest.update(b"\x1e")
+    return digest.hexdigest()
+
+
 def fingerprint(conn: Connection, pk: int) -> dict[str, Any]:
     """What a run holds, in parts a reader names ("steps", "run_end" …): counts and
-    verdict as they are, everything else hashed. Read whole, so kept to reloads."""
+    verdict as they are, everything else hashed row by row. Reads the whole run, so it is
+    kept to reloads."""
     run = conn.execute(select(RUNS.c.steps, RUNS.c.verdict, RUNS.c.start_record, RUNS.c.end_record)
                        .where(RUNS.c.id == pk)).one()
-    steps = [r for (r,) in conn.execute(select(STEPS.c.record).where(STEPS.c.run_pk == pk).order_by(STEPS.c.step))]
-    crits = conn.execute(select(CRITERIA.c.criterion_id, CRITERIA.c.spec, CRITERIA.c.result)
-                         .where(CRITERIA.c.run_pk == pk).order_by(CRITERIA.c.criterion_id)).all()
-    events = sorted(r for (r,) in conn.execute(select(EVENTS.c.record).where(EVENTS.c.run_pk == pk)))
-    early = conn.execute(select(EARLY.c.record).where(EARLY.c.run_pk == pk)).scalar()
     return {"n_steps": run.steps, "verdict": run.verdict, "run_start": _hash(run.start_record),
-            "run_end": _hash(run.end_record), "steps": _hash(*[str(r) for r in steps]),
-            "criteria": _hash(*[list(c) for c in crits]), "events": _hash(*[str(e) for e in events]),
-            "early_stop": _hash(early)}
+            "run_end": _hash(run.end_record),
+            "steps": _hash_rows(conn.execute(select(STEPS.c.step, STEPS.c.record).where(STEPS.c.run_pk == pk)
+                                             .order_by(STEPS.c.step))),
+            "criteria": _hash_rows(conn.execute(select(CRITERIA.c.criterion_id, CRITERIA.c.spec, CRITERIA.c.result)
+                                                .where(CRITERIA.c.run_pk == pk).order_by(CRITERIA.c.criterion_id))),
+            "events": _hash_rows(conn.execute(select(EVENTS.c.digest).where(EVENTS.c.run_pk == pk)
+                                              .order_by(EVENTS.c.digest))),
+            "early_stop": _hash(conn.execute(select(EARLY.c.record).where(EARLY.c.run_pk == pk)).scalar())}
 
 
 def wipe(conn: Connection, pk: int) -> None:
