@@ -249,7 +249,7 @@ class Ingestor:
     def _commit(self, src: Source, report: IngestReport, batch: list, source_values: Optional[dict[str, Any]],
                 *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None, end_of_pass: bool = False) -> None:
         """Apply one batch and record the source's progress, atomically. `end_of_pass`: the
-        last batch of a pass that read the whole source (a new version's leftovers go then)."""
+        last batch of a pass that read the whole source (a reload of a new version ends then)."""
         self.check_stop()
         try:
             with self.gate(), self.engine.begin() as conn:
@@ -262,10 +262,12 @@ class Ingestor:
                 self.records_done += read
                 if batch:
                     origin, origin_label = src.origin or src.key, src.origin_label or src.label
-                    if src.leftovers is not None:
-                        src.leftovers.meet(conn, batch, origin=origin)
+                    if src.reload is not None:
+                        src.reload.meet(conn, batch, origin=origin)
+                    # A reload emptied its runs already: there is nothing of theirs to compare.
+                    rewrite = src.rewrite and src.reload is None
                     batch, screened, known, replacing = overwrite.screen(conn, batch, origin=origin,
-                                                                              label=origin_label, rewrite=src.rewrite)
+                                                                         label=origin_label, rewrite=rewrite)
                     for rid, pk in known.items():
                         self.applier.remember_run(rid, pk)
                 if screened:
@@ -290,7 +292,7 @@ class Ingestor:
                     for rid, msgs in by_run.items():
                         self.applier.add_warnings(conn, rid, msgs)
                     self.applier.recompute(conn, touched, abandon_after_s=self.settings.abandon_after_s)
-                if end_of_pass and src.leftovers is not None:
+                if end_of_pass and src.reload is not None:
                     self._finish_reload(conn, src, report)
                 if source_values is not None:
                     self._save_source(conn, src, **source_values)
@@ -302,8 +304,8 @@ class Ingestor:
         """The end of a pass over a new version of an upload: a warning for each run whose
         content it changed (app.ingest.overwrite.Reload)."""
         label = src.origin_label or src.label
-        said = src.leftovers.finish(conn, label=label)
-        src.leftovers = None
+        said = src.reload.finish(conn, label=label)
+        src.reload = None
         for where, _line, message, rid in said:
             report.warnings.append(IngestIssue(where, None, message))
             self.applier.add_warnings(conn, rid, [message])
@@ -316,7 +318,7 @@ class Ingestor:
         if prev is not None and prev["content_hash"] == digest:
             return
         src.rewrite = prev is not None and bool(prev["content_hash"])
-        src.leftovers = _reload_for(src) if src.rewrite else None
+        src.reload = _reload_for(src) if src.rewrite else None
         assert src.produce is not None  # a document source always has its producer
         records, errors = src.produce()
         for line, message in errors:
@@ -352,7 +354,7 @@ class Ingestor:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
         hasher = hashlib.sha256()
         start_offset = start_line = 0
-        src.rewrite, src.leftovers = False, None  # per pass (a watched source is read again and again)
+        src.rewrite, src.reload = False, None  # per pass (a watched source is read again and again)
         fh = self._open(src)
         try:
             if prev is not None and prev["offset"] and prev["content_hash"]:
@@ -374,7 +376,7 @@ class Ingestor:
                     fh = self._open(src)
                     hasher = hashlib.sha256()
                     src.rewrite = True  # read before, and its bytes changed: a new version
-                    src.leftovers = _reload_for(src)
+                    src.reload = _reload_for(src)
             self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
         finally:
             fh.close()
@@ -422,7 +424,7 @@ class Ingestor:
                     try:
                         # A reload saves its offset only at its end: stopped half way, the
                         # next pass is a reload again, never a file that merely grew.
-                        self._commit(src, report, batch, None if src.leftovers is not None else source_values(False),
+                        self._commit(src, report, batch, None if src.reload is not None else source_values(False),
                                      closed=closed, run_warnings=run_warnings)
                     except ENTRY_ERRORS as exc:
                         # Not a reading error: carried past the handlers below, which are

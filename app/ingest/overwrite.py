@@ -37,6 +37,7 @@ import orjson
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
+from ..compare import plural
 from ..jsontext import dumps_deep, nul_safe, stored_value
 from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_TAGS, RUNS, STEPS
 
@@ -258,6 +259,11 @@ def wipe(conn: Connection, pk: int) -> None:
     conn.execute(update(RUNS).where(RUNS.c.id == pk).values(task_id=run_id, **_BLANK))
 
 
+def _state(f: dict[str, Any]) -> str:
+    """"3 steps, pass": a run's size and verdict in a fingerprint, as a warning says them."""
+    return f"{plural(f['n_steps'] or 0, 'step')}, {(f['verdict'] or 'no verdict').replace('_', ' ')}"
+
+
 @dataclass
 class Reload:
     """A pass over a new version of an uploaded source (its bytes changed, not only grew):
@@ -293,9 +299,6 @@ class Reload:
                        if was[part] != now[part]]
             if not changed:
                 continue
-            def state(f: dict[str, Any]) -> str:
-                steps = f"{f['n_steps']} step{'' if f['n_steps'] == 1 else 's'}"
-                return f"{steps}, {(f['verdict'] or 'no verdict').replace('_', ' ')}"
             warnings.append((label, 0, f"run {rid!r} was loaded again from the new version of {label}: it had "
-                                       f"{state(was)}, it has {state(now)} (changed: {', '.join(changed)})", rid))
+                                       f"{_state(was)}, it has {_state(now)} (changed: {', '.join(changed)})", rid))
         return warnings

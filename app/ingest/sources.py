@@ -52,7 +52,7 @@ class Source:
     #: so this pass is a new version of it (app.ingest.overwrite screens what it replaces)
     rewrite: bool = False
     #: during such a pass over an upload, its reload (app.ingest.overwrite.Reload)
-    leftovers: Optional[Any] = None
+    reload: Optional[Any] = None
 
 
 @dataclass
