@@ -28,6 +28,11 @@ def test_upload_zip_then_compare_then_pair(live_server, page, tmp_path):
     # two bars per recorded measure: steps, tool calls (these traces' run_end does not count
     # them: the steps' actions are counted), tokens, cost, agent time, end to end
     assert page.locator("svg.bars rect").count() == 12
+    # the chart shows changes, and its heading says a minus is a saving
+    savings = page.get_by_role("region", name="Savings")
+    assert savings.locator("h2").inner_text().startswith(
+        "smoke against e2e change of the totals over paired runs (−36% is 36% less, a saving")
+    assert savings.locator("text.bar-saved").first.text_content() == "−61%"  # steps: 61% fewer, as the headline says
 
     page.get_by_label("disagreements only").check()
     # polled from here: the board's CSP forbids the eval that wait_for_function needs
