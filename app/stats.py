@@ -21,7 +21,16 @@ import math
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy import stats as _sp
+
+
+def _scipy_stats():
+    # Imported on first use (or by `warm`): SciPy's statistics take ~0.9 s to import, and
+    # every command reaching this module paid it at import, `qita ingest` included
+    # (through the overwrite rule's wording), before doing anything (-X importtime).
+    from scipy import stats
+
+    return stats
+
 
 CONFIDENCE = 0.95
 #: Pairs a saving needs for an interval. With two, t has one degree of freedom and the
@@ -34,7 +43,7 @@ def wilson(k: int, n: int, *, confidence: float = CONFIDENCE) -> Optional[dict[s
     """{rate, low, high} of k successes in n (Wilson score interval); None when n is 0."""
     if n <= 0:
         return None
-    ci = _sp.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    ci = _scipy_stats().binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
     return {"rate": k / n, "low": float(ci.low), "high": float(ci.high)}
 
 
@@ -46,7 +55,7 @@ def mcnemar_exact(a_only: int, b_only: int) -> dict:
     binomial p-value. With no discordant pair there is nothing to test (p = 1).
     """
     n = a_only + b_only
-    p = 1.0 if n == 0 else float(_sp.binomtest(a_only, n, 0.5).pvalue)
+    p = 1.0 if n == 0 else float(_scipy_stats().binomtest(a_only, n, 0.5).pvalue)
     return {"a_only": a_only, "b_only": b_only, "discordant": n, "p_value": min(1.0, p)}
 
 
@@ -106,7 +115,7 @@ def upper_bound(k: int, n: int, *, confidence: float = CONFIDENCE) -> Optional[f
         return None
     if k >= n:
         return 1.0
-    return float(_sp.beta.ppf(confidence, k + 1, n - k))
+    return float(_scipy_stats().beta.ppf(confidence, k + 1, n - k))
 
 
 _T_CACHE: dict[tuple[float, int], float] = {}
@@ -116,11 +125,13 @@ def _t_quantile(confidence: float, df: int) -> float:
     key = (confidence, df)
     q = _T_CACHE.get(key)
     if q is None:
-        q = _T_CACHE[key] = float(_sp.t.ppf(0.5 + confidence / 2, df))
+        q = _T_CACHE[key] = float(_scipy_stats().t.ppf(0.5 + confidence / 2, df))
     return q
 
 
-# SciPy loads parts of its distributions on first use: done at import (the board's
-# start), not during a visitor's first comparison.
-wilson(1, 2)
-mcnemar_exact(1, 1)
+def warm() -> None:
+    """Import SciPy and load the parts of its distributions it loads on first use: the
+    board does this in its warming thread at start (app.warm), so no visitor's first
+    comparison pays for it, and commands that never compare (`qita ingest`) never do."""
+    wilson(1, 2)
+    mcnemar_exact(1, 1)

@@ -52,7 +52,10 @@ class Warmer:
                 self._recent.popitem(last=False)
 
     def _loop(self) -> None:
+        from . import stats
         from .queries.cache import data_version
+
+        stats.warm()  # SciPy's import and first use, before any visitor compares
 
         done: Optional[tuple] = None
         seen: Optional[tuple] = None
