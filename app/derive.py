@@ -177,8 +177,10 @@ _START_SELECT = select(RUNS.c.start_record).where(RUNS.c.id == _PK)
 _SPEC_SELECT = select(CRITERIA.c.criterion_id, CRITERIA.c.spec).where(CRITERIA.c.run_pk == _PK)
 
 
-def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float) -> None:
-    """Recompute one run's derived columns from its rows."""
+def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float,
+                  search_doc: Optional[str] = None) -> None:
+    """Recompute one run's derived columns from its rows, and index its fields for search
+    with `search_doc`, the batch's critic and step texts (app.search.index_batch)."""
     # Only the columns read below: the whole row decoded start_record, meta and the other
     # JSON columns with json.loads on every batch of every run (docs/performance.md).
     run = conn.execute(_RUN_SELECT, {"pk": pk}).mappings().first()
@@ -264,7 +266,7 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         state=state,
         updated_at=now,
     ))
-    search.index_run(conn, pk, run)
+    search.index_batch(conn, pk, run, search_doc)
 
 
 def sweep_abandoned(conn: Connection, *, now: datetime, abandon_after_s: float) -> int:

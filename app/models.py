@@ -342,16 +342,6 @@ class RunSearchText(SQLModel, table=True):
     text: str = Field(sa_column=Column(Text, nullable=False))
 
 
-class RunSearchMark(SQLModel, table=True):
-    """How far app.search has read a run's step and critic rows (their last ids)."""
-
-    __tablename__ = "run_search_marks"
-
-    run_pk: int = Field(foreign_key="runs.id", primary_key=True, ondelete="CASCADE")
-    step_id: int = 0
-    critic_id: int = 0
-
-
 #: SQLite only (migration 0010): the FTS5 trigram index over `run_search.text` behind the
 #: runs list's search. A virtual table and triggers, so not part of the metadata above.
 RUN_SEARCH_TABLE = "run_search_fts"
@@ -389,4 +379,3 @@ UPLOAD_RUNS = _table(UploadRun)
 LAB_RUNS = _table(LabRun)
 LAB_DECISIONS = _table(LabDecision)
 RUN_SEARCH = _table(RunSearchText)
-RUN_SEARCH_MARKS = _table(RunSearchMark)

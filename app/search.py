@@ -12,12 +12,13 @@ still hold them, are never searched). What a run is found by:
 - every step's tool names and error texts (`app.step_failures.step_errors`).
 
 Each run field is cut to `TEXT_CHARS` where no secret is split, then masked; a batch's
-critic and step texts go in as one masked document (see `index_run`). Rows are added as
-records arrive (app.derive calls `index_run` for every run a batch touched, inside the
-batch's transaction), from the step and critic rows after the run's marks, so each row
-is read once. Duplicates are kept out by a digest per run.
+critic and step texts go in as one masked document (`document`), built from the records
+as the reader reads them (app.ingest.batch: in the reader's process when it has one),
+never read back from the store. Rows are added inside each batch's transaction
+(app.derive calls `index_batch` for every run the batch touched). Duplicates are kept
+out by a digest per run.
 
-On SQLite with FTS5's trigram tokenizer, `run_search_fts` (migration 0010, kept by
+On SQLite with FTS5's trigram tokenizer, `run_search_fts` (migrations 0010 and 0014, kept by
 triggers) gives candidate rows for a q of three characters or more; the same
 case-insensitive LIKE re-checks them, so results are what the LIKE alone gives.
 """
@@ -31,7 +32,7 @@ import orjson
 from sqlalchemy import and_, column, exists, false, func, literal_column, select, table
 from sqlalchemy.engine import Connection
 
-from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_SEARCH_TABLE, RUNS, STEPS
+from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_TABLE, RUNS, STEPS
 from .secrets import cut_point, mask_data, mask_text
 from .step_failures import MAY_FAIL, step_errors
 
@@ -86,19 +87,48 @@ def _names(record: dict[str, Any]) -> Iterable[Any]:
                     yield call.get("name") or call.get("tool_name")
 
 
-def _step_texts(record_text: Optional[str]) -> list[Any]:
-    if not record_text:
-        return []
-    try:
-        record = orjson.loads(record_text)
-    except orjson.JSONDecodeError:
-        return []
+def step_texts(record: Any, record_text: str) -> list[Any]:
+    """The texts a step record is found by: its tool names, and what failed in it (parsed
+    only when `record_text`, the line as stored, may hold a failure: one regex pass)."""
     if not isinstance(record, dict):
         return []
     texts: list[Any] = list(_names(record))
     if MAY_FAIL.search(record_text):  # one regex pass instead of walking every step's results
         texts += step_errors(record)
     return texts
+
+
+def add_texts(lines: dict[str, None], values: Iterable[Any]) -> None:
+    """Add the non-empty strings among `values`, cut, to a run's lines (a dict: ordered, no duplicates)."""
+    for value in values:
+        if isinstance(value, str) and value:
+            lines[_cut(value)] = None
+
+
+def document(lines: Iterable[str]) -> Optional[str]:
+    """A run's new critic and step texts as one masked document, one text per line.
+
+    Per text, masking and an index row cost ~40 µs (measured on 80-character critic
+    reasons), three critics a step; one document per batch costs a fraction of that. No
+    secret holds a line break (app.secrets), so joining lines hides none."""
+    text = "\n".join(lines)
+    return _no_nul(mask_text(text)) if text else None
+
+
+def _no_nul(text: str) -> str:
+    # NUL removed, as the store does (PostgreSQL's text refuses it; a step may hold \u0000)
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
+def run_texts(run: Any) -> list[str]:
+    """The masked texts of a run's own fields (`run`: its row, with RUN_FIELDS and RUN_DATA_FIELDS)."""
+    texts = [searchable(run[name]) for name in RUN_FIELDS]
+    for name in RUN_DATA_FIELDS:
+        data = run.get(name) if hasattr(run, "get") else None
+        if isinstance(data, dict) and data:
+            # masked by where each value lives (a `password` key's value whatever it looks like)
+            texts += [searchable(v) for v in mask_data(data).values() if isinstance(v, str)]
+    return [_no_nul(t) for t in texts if t]
 
 
 def _insert_ignoring_duplicates(conn: Connection, rows: list[dict[str, Any]]) -> None:
@@ -109,53 +139,36 @@ def _insert_ignoring_duplicates(conn: Connection, rows: list[dict[str, Any]]) ->
     conn.execute(insert(RUN_SEARCH).on_conflict_do_nothing(index_elements=["run_pk", "digest"]), rows)
 
 
-def index_run(conn: Connection, pk: int, run: Any) -> None:
-    """Add the searchable texts of run `pk` that arrived since its marks (`run`: its row).
+def index_batch(conn: Connection, pk: int, run: Any, doc: Optional[str]) -> None:
+    """Add run `pk`'s searchable texts after a batch: its fields (`run`: its row) and `doc`,
+    the batch's critic and step texts (`document`, built as the records were read).
 
-    The run's fields are one text each (a run is found by its id or objective alone). What
-    its new steps and critics hold goes in as one document per call: their distinct texts,
-    one per line, masked in one pass. Per text, masking and an index row cost ~40 µs
-    (measured on 80-character critic reasons), three critics a step; one document per
-    batch costs a fraction of that. No secret holds a line break (app.secrets), so joining
-    lines hides none."""
-    mark = conn.execute(select(RUN_SEARCH_MARKS.c.step_id, RUN_SEARCH_MARKS.c.critic_id)
-                        .where(RUN_SEARCH_MARKS.c.run_pk == pk)).first()
-    step_after, critic_after = (mark[0], mark[1]) if mark else (0, 0)
-    lines: dict[str, None] = {}
-    last_critic = critic_after
-    for cid, action, reason in conn.execute(
-            select(CRITICS.c.id, CRITICS.c.action, CRITICS.c.reason)
-            .where(CRITICS.c.run_pk == pk, CRITICS.c.id > critic_after).order_by(CRITICS.c.id)):
-        for value in (action, reason):
-            if isinstance(value, str) and value:
-                lines[_cut(value)] = None
-        last_critic = cid
-    last_step = step_after
-    for sid, record in conn.execute(
-            select(STEPS.c.id, func.coalesce(STEPS.c.preview, STEPS.c.record))
-            .where(STEPS.c.run_pk == pk, STEPS.c.id > step_after).order_by(STEPS.c.id)):
-        for value in _step_texts(record):
-            if isinstance(value, str) and value:
-                lines[_cut(value)] = None
-        last_step = sid
-    texts = [searchable(run[name]) for name in RUN_FIELDS]
-    for name in RUN_DATA_FIELDS:
-        data = run.get(name) if hasattr(run, "get") else None
-        if isinstance(data, dict) and data:
-            # masked by where each value lives (a `password` key's value whatever it looks like)
-            texts += [searchable(v) for v in mask_data(data).values() if isinstance(v, str)]
-    if lines:
-        texts.append(mask_text("\n".join(lines)))
-    # NUL removed, as the store does (PostgreSQL's text refuses it; a step may hold \u0000)
-    texts = [t.replace("\x00", "") if t and "\x00" in t else t for t in texts]
-    rows = {(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts if t}
+    Duplicates are kept out by a digest per run, so a field that did not change adds nothing."""
+    texts = run_texts(run)
+    if doc:
+        texts.append(doc)
+    rows = {(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts}
     if rows:
         _insert_ignoring_duplicates(conn, list(rows.values()))
-    if mark is None:
-        conn.execute(RUN_SEARCH_MARKS.insert().values(run_pk=pk, step_id=last_step, critic_id=last_critic))
-    elif (last_step, last_critic) != (step_after, critic_after):
-        conn.execute(RUN_SEARCH_MARKS.update().where(RUN_SEARCH_MARKS.c.run_pk == pk)
-                     .values(step_id=last_step, critic_id=last_critic))
+
+
+def index_run(conn: Connection, pk: int, run: Any) -> None:
+    """Index what is stored of run `pk` (`run`: its row): its fields, and its critic and
+    step texts read back from their rows. The ingest indexes batches as it reads them
+    (`index_batch`); this is for runs stored before the search existed (migration 0010)."""
+    lines: dict[str, None] = {}
+    for action, reason in conn.execute(select(CRITICS.c.action, CRITICS.c.reason)
+                                       .where(CRITICS.c.run_pk == pk).order_by(CRITICS.c.id)):
+        add_texts(lines, (action, reason))
+    for (record_text,) in conn.execute(select(func.coalesce(STEPS.c.preview, STEPS.c.record))
+                                       .where(STEPS.c.run_pk == pk).order_by(STEPS.c.id)):
+        if record_text:
+            try:
+                record = orjson.loads(record_text)
+            except orjson.JSONDecodeError:
+                continue
+            add_texts(lines, step_texts(record, record_text))
+    index_batch(conn, pk, run, document(lines))
 
 
 def has_index(conn: Any) -> bool:
@@ -170,6 +183,26 @@ def has_index(conn: Any) -> bool:
             select(func.count()).select_from(_SQLITE_MASTER)
             .where(_SQLITE_MASTER.c.type == "table", _SQLITE_MASTER.c.name == RUN_SEARCH_TABLE)).scalar_one() > 0
     return found
+
+
+#: Most trigrams of one q asked of the index: enough to make its candidates few; the LIKE
+#: re-check makes the result exact whatever the index proposes.
+MAX_QUERY_TRIGRAMS = 24
+
+
+def trigram_query(q: str) -> str:
+    """The FTS5 query for the texts holding every trigram of `q` (3 characters or more).
+
+    The index keeps no positions (migration 0014: `detail=none`, which refuses phrase
+    queries), so it is asked for each trigram on its own, ANDed: a superset of the texts
+    holding `q`, which the LIKE re-check narrows to exactly those. Each trigram is one
+    quoted FTS5 string: operators (AND, NEAR, *, parentheses) inside it are plain text.
+    A long q asks for at most MAX_QUERY_TRIGRAMS of them, spread along it."""
+    grams = list(dict.fromkeys(q[i:i + 3] for i in range(len(q) - 2)))
+    if len(grams) > MAX_QUERY_TRIGRAMS:
+        step = (len(grams) - 1) / (MAX_QUERY_TRIGRAMS - 1)
+        grams = [grams[round(i * step)] for i in range(MAX_QUERY_TRIGRAMS)]
+    return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
 def escape_like(q: str) -> str:
@@ -189,7 +222,5 @@ def condition(conn: Any, q: str, *, use_index: bool = True) -> Any:
     like = RUN_SEARCH.c.text.ilike(pattern, escape="\\")
     if not use_index or conn is None or len(q) < MIN_INDEX_CHARS or not has_index(conn):
         return exists().where(RUN_SEARCH.c.run_pk == RUNS.c.id, like)
-    # One quoted FTS5 string: operators (AND, NEAR, *, parentheses) inside it are plain text.
-    phrase = '"' + q.replace('"', '""') + '"'
-    candidates = select(_FTS.c.rowid).where(literal_column(RUN_SEARCH_TABLE).op("MATCH")(phrase))
+    candidates = select(_FTS.c.rowid).where(literal_column(RUN_SEARCH_TABLE).op("MATCH")(trigram_query(q)))
     return RUNS.c.id.in_(select(RUN_SEARCH.c.run_pk).where(and_(RUN_SEARCH.c.id.in_(candidates), like)))

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
                                                         "entry and a whole zip (past the first 16 MiB)")
     max_archive_entries: int = Field(10_000, description="Most entries read from one zip archive")
     batch_lines: int = Field(2000, description="Lines per ingest transaction")
+    reader_process_bytes: int = Field(8 * 1024 * 1024, description=(
+        "A trace file with at least this many bytes to read is read in a process of its own beside the "
+        "writer, on Linux (0: never)"))
     ingest_workers: int = Field(3, description="Write jobs (uploads, watch passes) run at once, taking turns per batch")
     job_budget_s: float = Field(600.0, description="Longest an upload's ingest may run; what was read is kept")
     live_poll_s: float = Field(2.0, description="How often live pages poll for updates")

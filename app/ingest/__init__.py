@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import os
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
@@ -28,29 +30,17 @@ from ..db import describe_db_error
 from ..errors import BoardError
 from ..models import RUNS, SOURCES
 from ..settings import Settings
-from . import overwrite
-from .lines import ENTRY_ERRORS, LimitExceeded, iter_items, open_stream, validate_record
+from . import overwrite, reader
+from .batch import ReadBatch
+from .lines import validate_record
+from .reader import Stopped
 from .sources import UPLOAD_KEY_PREFIX, Discovery, Source, discover
 from .store import Applier
 
 ProgressFn = Callable[[int], None]
+log = logging.getLogger("qita.ingest")
+__all__ = ["Ingestor", "IngestIssue", "IngestReport", "Stopped"]
 
-
-class _CommitFailed(Exception):
-    """A batch's commit raised one of the reading errors' types (ENTRY_ERRORS), inside the
-    read loop: carried past its handlers so it is not reported as a stream error."""
-
-
-class Stopped(Exception):
-    """The ingest was told to stop (cancel, time budget, a stop signal): the batch being
-    built was not written; every batch before it was, with its file offset. `report` is
-    what those batches did (set by `Ingestor.ingest_discovery`)."""
-
-    report: Optional["IngestReport"] = None
-
-
-#: Lines read between two looks at the stop flag (a look is a call; a line costs ~10 µs).
-STOP_CHECK_LINES = 64
 
 
 @contextmanager
@@ -83,6 +73,21 @@ def _old_objects_frozen():
             _frozen_depth -= 1
             if _frozen_depth == 0:
                 gc.unfreeze()
+
+
+#: How long one transaction may grow while the reader process has chunks ready (the
+#: writer's turn: other jobs wait for it).
+TRANSACTION_S = 0.3
+
+
+@dataclass
+class _Applied:
+    """What the batches of one transaction did, settled at its end (`Ingestor._settle`)."""
+
+    records: int = 0
+    created: set[str] = field(default_factory=set)
+    touched: dict[str, None] = field(default_factory=dict)
+    docs: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -227,7 +232,10 @@ class Ingestor:
             if src.finish is not None:
                 extra = src.finish()
                 if extra:
-                    self._commit(src, report, [(r, None, src.label, 0) for r in extra], None, closed=closed)
+                    batch = self._new_batch(src)
+                    for rec in extra:
+                        batch.add(rec, None, 0)
+                    self._commit(src, report, batch.close(), None, closed=closed)
         except (OperationalError, SQLAlchemyError) as exc:
             self.applier.forget()
             raise BoardError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
@@ -246,59 +254,92 @@ class Ingestor:
         else:
             conn.execute(SOURCES.insert().values(path=src.key, kind=src.kind, **values))
 
-    def _commit(self, src: Source, report: IngestReport, batch: list, source_values: Optional[dict[str, Any]],
-                *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None, end_of_pass: bool = False) -> None:
-        """Apply one batch and record the source's progress, atomically. `end_of_pass`: the
-        last batch of a pass that read the whole source (a reload of a new version ends then)."""
+    def _new_batch(self, src: Source) -> ReadBatch:
+        return ReadBatch(src.label, encode=self.applier.encode())
+
+    @contextmanager
+    def _transaction(self):
+        """One write transaction, in the writer's turn; a failure forgets the cached run keys
+        (the rows they name may have been rolled back)."""
         self.check_stop()
         try:
             with self.gate(), self.engine.begin() as conn:
-                touched: set[str] = set()
-                screened: list[tuple[str, int, str, str]] = []
-                replacing: frozenset[str] = frozenset()
-                # Records read, whether applied or screened out as equal or refused (the report counts reading).
-                read = len(batch)
-                report.records += read
-                self.records_done += read
-                if batch:
-                    origin, origin_label = src.origin or src.key, src.origin_label or src.label
-                    if src.reload is not None:
-                        src.reload.meet(conn, batch, origin=origin)
-                    # A reload emptied its runs already: there is nothing of theirs to compare.
-                    rewrite = src.rewrite and src.reload is None
-                    batch, screened, known, replacing = overwrite.screen(conn, batch, origin=origin,
-                                                                         label=origin_label, rewrite=rewrite)
-                    for rid, pk in known.items():
-                        self.applier.remember_run(rid, pk)
-                if screened:
-                    by_run_screened: dict[str, list[str]] = {}
-                    for label, line, message, run_id in screened:
-                        report.warnings.append(IngestIssue(label, line or None, message))
-                        by_run_screened.setdefault(run_id, []).append(message)
-                    for rid, msgs in by_run_screened.items():
-                        self.applier.add_warnings(conn, rid, msgs)
-                if batch:
-                    touched, created, warnings = self.applier.apply(conn, batch, source_format=src.source_format,
-                                                                    closed=closed, replacing=replacing)
-                    overwrite.claim(conn, sorted(touched), origin=origin, label=origin_label)
-                    report.created |= created
-                    report.run_ids |= touched
-                    by_run: dict[str, list[str]] = {}
-                    for label, line, message, run_id in warnings:
-                        report.warnings.append(IngestIssue(label, line or None, message))
-                        by_run.setdefault(run_id, []).append(message)
-                    for rid, msgs in (run_warnings or {}).items():
-                        by_run.setdefault(rid, []).extend(msgs)
-                    for rid, msgs in by_run.items():
-                        self.applier.add_warnings(conn, rid, msgs)
-                    self.applier.recompute(conn, touched, abandon_after_s=self.settings.abandon_after_s)
-                if end_of_pass and src.reload is not None:
-                    self._finish_reload(conn, src, report)
-                if source_values is not None:
-                    self._save_source(conn, src, **source_values)
+                yield conn
         except SQLAlchemyError:
             self.applier.forget()
             raise
+
+    def _commit(self, src: Source, report: IngestReport, batch: ReadBatch, source_values: Optional[dict[str, Any]],
+                *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None, end_of_pass: bool = False) -> None:
+        """Apply one batch and record the source's progress, atomically. `end_of_pass`: the
+        last batch of a pass that read the whole source (a reload of a new version ends then)."""
+        done = _Applied()
+        with self._transaction() as conn:
+            self._apply(conn, src, report, batch, run_warnings, closed=closed, done=done)
+            self._settle(conn, src, report, done, source_values, end_of_pass=end_of_pass)
+        self._count(report, done)
+
+    def _count(self, report: IngestReport, done: "_Applied") -> None:
+        """Count what a committed transaction did (a stopped one, rolled back, did nothing)."""
+        report.records += done.records
+        self.records_done += done.records
+        report.created |= done.created
+        report.run_ids |= done.touched.keys()
+
+    def _apply(self, conn: Any, src: Source, report: IngestReport, batch: ReadBatch,
+               run_warnings: Optional[dict[str, list[str]]], *, closed: bool, done: "_Applied") -> None:
+        """Apply one batch inside an open transaction (the overwrite rule first); what it
+        touched is recomputed when the transaction settles (`_settle`)."""
+        screened: list[tuple[str, int, str, str]] = []
+        replacing: frozenset[str] = frozenset()
+        # Records read, whether applied or screened out as equal or refused (the report counts reading).
+        done.records += batch.records
+        origin, origin_label = src.origin or src.key, src.origin_label or src.label
+        if batch.runs:
+            if src.reload is not None:
+                src.reload.meet(conn, batch, origin=origin)
+            # A reload emptied its runs already: there is nothing of theirs to compare.
+            rewrite = src.rewrite and src.reload is None
+            screened, known, replacing = overwrite.screen(conn, batch, origin=origin, label=origin_label,
+                                                          rewrite=rewrite)
+            for rid, pk in known.items():
+                self.applier.remember_run(rid, pk)
+        if screened:
+            by_run_screened: dict[str, list[str]] = {}
+            for label, line, message, run_id in screened:
+                report.warnings.append(IngestIssue(label, line or None, message))
+                by_run_screened.setdefault(run_id, []).append(message)
+            for rid, msgs in by_run_screened.items():
+                self.applier.add_warnings(conn, rid, msgs)
+        if not batch.runs:
+            return
+        touched, created, warnings = self.applier.apply(conn, batch, source_format=src.source_format,
+                                                        closed=closed, replacing=replacing)
+        overwrite.claim(conn, sorted(touched), origin=origin, label=origin_label)
+        done.created |= created
+        by_run: dict[str, list[str]] = {}
+        for label, line, message, run_id in warnings:
+            report.warnings.append(IngestIssue(label, line or None, message))
+            by_run.setdefault(run_id, []).append(message)
+        for rid, msgs in (run_warnings or {}).items():
+            by_run.setdefault(rid, []).extend(msgs)
+        for rid, msgs in by_run.items():
+            self.applier.add_warnings(conn, rid, msgs)
+        done.touched.update(dict.fromkeys(touched))
+        for rid, doc in batch.docs.items():
+            done.docs.setdefault(rid, []).append(doc)
+
+    def _settle(self, conn: Any, src: Source, report: IngestReport, done: "_Applied",
+                source_values: Optional[dict[str, Any]], *, end_of_pass: bool) -> None:
+        """The end of a transaction: derived fields and search texts of the runs its batches
+        touched, a reload's warnings at the end of its pass, the source's progress."""
+        if done.touched:
+            self.applier.recompute(conn, done.touched, abandon_after_s=self.settings.abandon_after_s,
+                                   docs={rid: "\n".join(docs) for rid, docs in done.docs.items()})
+        if end_of_pass and src.reload is not None:
+            self._finish_reload(conn, src, report)
+        if source_values is not None:
+            self._save_source(conn, src, **source_values)
 
     def _finish_reload(self, conn: Any, src: Source, report: IngestReport) -> None:
         """The end of a pass over a new version of an upload: a warning for each run whose
@@ -323,7 +364,7 @@ class Ingestor:
         records, errors = src.produce()
         for line, message in errors:
             report.errors.append(IngestIssue(src.label, line, message))
-        batch = []
+        batch = self._new_batch(src)
         for rec in records:
             rec, err, warns = validate_record(rec)
             if err:
@@ -331,17 +372,11 @@ class Ingestor:
             else:
                 for w in warns:
                     report.warnings.append(IngestIssue(src.label, None, w))
-                batch.append((rec, None, src.label, 0))
-        self._commit(src, report, batch, {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
+                batch.add(rec, None, 0)
+        self._commit(src, report, batch.close(), {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
                                           "offset": st.st_size, "lines": 0}, closed=closed, end_of_pass=True)
         if self.progress:
             self.progress(st.st_size)
-
-    def _open(self, src: Source):
-        if src.open is not None:
-            return src.open()
-        return open_stream(src.path, gz=src.kind == "gz", max_decompressed=self.settings.max_archive_bytes,
-                           max_ratio=self.settings.max_archive_ratio)
 
     def _ingest_lines(self, src: Source, report: IngestReport, *, final: bool, closed: bool) -> None:
         st = src.stamp or os.stat(src.path)
@@ -352,100 +387,82 @@ class Ingestor:
             return  # unchanged since the last pass
         if st.st_size == 0 and final and prev is None:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
-        hasher = hashlib.sha256()
-        start_offset = start_line = 0
         src.rewrite, src.reload = False, None  # per pass (a watched source is read again and again)
-        fh = self._open(src)
-        try:
-            if prev is not None and prev["offset"] and prev["content_hash"]:
-                # Resume only if the bytes already read are still the same.
-                remaining = prev["offset"]
-                try:
-                    while remaining > 0:
-                        chunk = fh.read(min(remaining, 1 << 20))
-                        if not chunk:
-                            break
-                        hasher.update(chunk)
-                        remaining -= len(chunk)
-                except ENTRY_ERRORS:
-                    remaining = 1
-                if remaining == 0 and hasher.hexdigest() == prev["content_hash"]:
-                    start_offset, start_line = prev["offset"], prev["lines"]
-                else:
-                    fh.close()
-                    fh = self._open(src)
-                    hasher = hashlib.sha256()
-                    src.rewrite = True  # read before, and its bytes changed: a new version
-                    src.reload = _reload_for(src)
-            self._read_loop(src, fh, report, start_offset, start_line, hasher, st, final=final, closed=closed)
-        finally:
-            fh.close()
+        saved = dict(prev) if prev is not None else None
+        encode = self.applier.encode()
+        if reader.use_process(src, saved, st.st_size, self.settings):
+            try:
+                self._commit_chunks(src, report, reader.ReaderProcess(src, saved, settings=self.settings, final=final,
+                                                                      encode=encode, stop=self.stop),
+                                    st, final=final, closed=closed)
+                return
+            except reader.ReaderFailed as exc:
+                # A bug or a killed child: what it read is committed with its offsets; the
+                # rest is read here, from the saved offset (a reload goes on where it was).
+                log.warning("reading %s in a process of its own failed; reading it here: %s", src.label, exc)
+                reload = src.reload
+                prev = self._source_row(src.key)
+                saved = dict(prev) if prev is not None else None
+                if reload is not None:
+                    chunks = reader.read_chunks(src, None, settings=self.settings, final=final, encode=encode,
+                                                stop=self.stop)
+                    self._commit_chunks(src, report, chunks, st, final=final, closed=closed, reload=reload)
+                    return
+        chunks = reader.read_chunks(src, saved, settings=self.settings, final=final, encode=encode, stop=self.stop)
+        self._commit_chunks(src, report, chunks, st, final=final, closed=closed)
 
-    def _read_loop(self, src: Source, fh, report: IngestReport, offset: int, line: int, hasher, st,
-                   *, final: bool, closed: bool) -> None:
-        batch: list[tuple[dict[str, Any], Optional[bytes], str, int]] = []
-        run_warnings: dict[str, list[str]] = {}
-        consumed_offset, consumed_line = offset, line
-        digest = hasher.copy()
-        reported = offset
+    def _commit_chunks(self, src: Source, report: IngestReport, chunks: Iterable[reader.Chunk], st: Any, *,
+                       final: bool, closed: bool, reload: Optional[overwrite.Reload] = None) -> None:
+        """Commit a pass's chunks in order with the source's offset (`reload`: go on with a
+        reload another reader began).
+
+        A transaction takes one chunk, and more while the reader has the next one ready
+        and the transaction is younger than TRANSACTION_S: a writer that falls behind its
+        reader process commits less often (a commit, and recomputing the runs it touched,
+        cost about a third of the writer's time at one per 2,000 lines), one that keeps up
+        commits each chunk as it comes."""
         gz = src.kind == "gz"
-        stop = self.stop
-        tick = 0
-
-        def source_values(done: bool) -> dict[str, Any]:
-            # mtime is saved only after a complete pass: it is what lets the next pass skip
-            # an unchanged file without reading it.
-            return {"size": st.st_size, "mtime": st.st_mtime if done else None,
-                    "content_hash": digest.hexdigest(), "offset": consumed_offset, "lines": consumed_line}
-
+        reported: Optional[int] = None
+        ready = getattr(chunks, "ready", None)
+        iterator = iter(chunks)
         try:
-            for item in iter_items(fh, start_offset=offset, start_line=line, max_line_bytes=self.settings.max_line_bytes,
-                                   final=final, transform=src.transform, hasher=hasher):
-                tick += 1
-                if stop is not None and tick >= STOP_CHECK_LINES:
-                    tick = 0
-                    if stop():
-                        raise Stopped()
-                if item.error:
-                    report.errors.append(IngestIssue(src.label, item.line, item.error))
-                if item.record is not None:
-                    batch.append((item.record, item.raw, src.label, item.line))
-                    if item.warnings:
-                        for w in item.warnings:
-                            report.warnings.append(IngestIssue(src.label, item.line, w))
-                        run_warnings.setdefault(item.record["run_id"], []).extend(
-                            f"{src.label.rsplit('/', 1)[-1]}:{item.line}: {w}" for w in item.warnings)
-                if item.pending or item.more:
-                    continue
-                # iter_items hashes exactly the consumed lines, so this is the digest of [0, end).
-                consumed_offset, consumed_line = item.end, item.line
-                digest = hasher.copy()
-                if len(batch) >= self.settings.batch_lines:
-                    try:
-                        # A reload saves its offset only at its end: stopped half way, the
-                        # next pass is a reload again, never a file that merely grew.
-                        self._commit(src, report, batch, None if src.reload is not None else source_values(False),
-                                     closed=closed, run_warnings=run_warnings)
-                    except ENTRY_ERRORS as exc:
-                        # Not a reading error: carried past the handlers below, which are
-                        # for the stream (a ValueError from the writer is not "cannot decompress").
-                        raise _CommitFailed() from exc
-                    batch = []
-                    run_warnings = {}
-                    if self.progress and not gz:
-                        self.progress(consumed_offset - reported)
-                        reported = consumed_offset
-        except _CommitFailed as exc:
-            # the batch was rolled back; the error is the writer's, raised as it was
-            cause = exc.__cause__
-            assert cause is not None  # raised only `from` the writer's error
-            raise cause from None
-        except LimitExceeded as exc:
-            # A limit of the stream, not of a line: named by file only.
-            report.errors.append(IngestIssue(src.label, None, str(exc)))
-        except ENTRY_ERRORS as exc:
-            report.errors.append(IngestIssue(src.label, consumed_line + 1, f"cannot decompress: {exc}"))
-        self._commit(src, report, batch, source_values(True), closed=closed, run_warnings=run_warnings,
-                     end_of_pass=True)
-        if self.progress:
-            self.progress((consumed_offset - reported) if not gz else st.st_size)
+            chunk = next(iterator, None)
+            while chunk is not None:
+                done = _Applied()
+                with self._transaction() as conn:
+                    started = time.monotonic()
+                    while True:
+                        if reported is None:
+                            reported = chunk.offset if not chunk.rewrite else 0
+                            if reload is not None:
+                                src.rewrite, src.reload = True, reload
+                            elif chunk.rewrite:
+                                src.rewrite = True  # read before, and its bytes changed: a new version
+                                src.reload = _reload_for(src)
+                        for line, message, is_error in chunk.issues:
+                            (report.errors if is_error else report.warnings).append(
+                                IngestIssue(src.label, line, message))
+                        self._apply(conn, src, report, chunk.batch, chunk.run_warnings, closed=closed, done=done)
+                        if chunk.last or ready is None or not ready() or time.monotonic() - started > TRANSACTION_S:
+                            break
+                        chunk = next(iterator)
+                        self.check_stop()
+                    # mtime is saved only after a complete pass: it is what lets the next pass
+                    # skip an unchanged file without reading it. A reload saves its offset only
+                    # at its end: stopped half way, the next pass is a reload again, never a
+                    # file that merely grew.
+                    values = {"size": st.st_size, "mtime": st.st_mtime if chunk.last else None,
+                              "content_hash": chunk.digest, "offset": chunk.offset, "lines": chunk.line}
+                    self._settle(conn, src, report, done, values if chunk.last or src.reload is None else None,
+                                 end_of_pass=chunk.last)
+                self._count(report, done)
+                if self.progress and not gz:
+                    self.progress(chunk.offset - reported)
+                reported = chunk.offset
+                chunk = None if chunk.last else next(iterator, None)
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+        if self.progress and gz:
+            self.progress(st.st_size)

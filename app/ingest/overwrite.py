@@ -39,9 +39,9 @@ from sqlalchemy.engine import Connection
 
 from ..compare import plural
 from ..jsontext import dumps_deep, nul_safe, stored_value
-from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_SEARCH_MARKS, RUN_TAGS, RUNS, STEPS
+from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_TAGS, RUNS, STEPS
+from .batch import ReadBatch
 
-Item = tuple[dict[str, Any], Optional[bytes], str, int]
 Warning_ = tuple[str, int, str, str]
 
 #: Items of one kind listed in a warning before "…".
@@ -84,12 +84,13 @@ def _summary(things: list[str]) -> str:
     return "; ".join(parts)
 
 
-def screen(conn: Connection, batch: list[Item], *, origin: str, label: str, rewrite: bool = False,
-           ) -> tuple[list[Item], list[Warning_], dict[str, int], frozenset[str]]:
-    """(items to apply, warnings as (file, line, message, run id), {run id: pk} of the runs
-    screened, runs whose records a new version of their source replaces). `rewrite`: the batch is from a new
-    version of its source (its bytes changed since the last read)."""
-    run_ids = list({item[0]["run_id"] for item in batch})
+def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewrite: bool = False,
+           ) -> tuple[list[Warning_], dict[str, int], frozenset[str]]:
+    """Drop from `batch` what the rule refuses; returns (warnings as (file, line, message,
+    run id), {run id: pk} of the runs screened, runs whose records a new version of their
+    source replaces). `rewrite`: the batch is from a new version of its source (its bytes
+    changed since the last read)."""
+    run_ids = list(batch.runs)
     owners: dict[str, tuple[int, Optional[str], Optional[str]]] = {}
     for i in range(0, len(run_ids), 500):
         for pk, rid, own, own_label in conn.execute(select(RUNS.c.id, RUNS.c.run_id, RUNS.c.origin, RUNS.c.origin_label)
@@ -101,13 +102,14 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str, rewr
     # but what it changes is applied (only a plain first read or a file that grew skips this).
     own = {rid: v for rid, v in owners.items() if rewrite and v[1] == origin}
     if not foreign and not own:
-        return batch, [], pks, frozenset()
+        return [], pks, frozenset()
     screened = {**foreign, **own}
+    entries = list(batch.entries(set(screened)))
 
     steps: dict[str, dict[int, Any]] = {}
     crits: dict[str, dict[str, Any]] = {}
     for rid, (pk, _o, _l) in screened.items():
-        wanted = [it[0]["step"] for it in batch if it[0]["run_id"] == rid and it[0]["type"] == "step"]
+        wanted = [key[1] for kind, key, _rec, _line in entries if kind == "step" and key[0] == rid]
         steps[rid] = {}
         for i in range(0, len(wanted), 500):
             for n, rec in conn.execute(select(STEPS.c.step, STEPS.c.record)
@@ -116,28 +118,27 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str, rewr
         crits[rid] = {cid: result for cid, result in conn.execute(
             select(CRITERIA.c.criterion_id, CRITERIA.c.result).where(CRITERIA.c.run_pk == pk, CRITERIA.c.has_result))}
 
-    kept: list[Item] = []
+    drop_steps: set[tuple[str, int]] = set()
+    drop_others: set[int] = set()
     refused: dict[str, list[str]] = {}
     added: dict[str, list[str]] = {}
     replaced: dict[str, list[str]] = {}
     replacing: set[str] = set()
-    first_line: dict[str, tuple[str, int]] = {}
+    first_line: dict[str, int] = {}
     ends: dict[str, Any] = {}
     earlies: dict[str, Any] = {}
     starts: dict[str, Any] = {}
     # A key written twice in one batch: the later record wins (as the store applies them),
-    # so only the last one is compared with what is stored.
-    last = {k: i for i, item in enumerate(batch) if item[0]["run_id"] in screened and (k := _key(item[0])) is not None}
-    for i, item in enumerate(batch):
-        rec = item[0]
+    # so only the last one is compared with what is stored. A step is in the batch once
+    # (its later record), the others in order.
+    last = {_key(rec): where for kind, where, rec, _line in entries if kind == "other"}
+    for kind, where, rec, line in entries:
         rid = rec["run_id"]
-        if rid not in screened:
-            kept.append(item)
-            continue
-        key = _key(rec)
-        if key is not None and last[key] != i:
-            if rid in own:
-                kept.append(item)  # the later one, applied after it, decides
+        drop = drop_steps.add if kind == "step" else drop_others.add
+        if kind == "other" and last[_key(rec)] != where:
+            if rid not in own:
+                drop(where)
+            # (own: kept; the later one, applied after it, decides)
             continue
         pk = screened[rid][0]
         rtype = rec["type"]
@@ -153,48 +154,45 @@ def screen(conn: Connection, batch: list[Item], *, origin: str, label: str, rewr
             if rid not in earlies:
                 earlies[rid] = conn.execute(select(EARLY.c.record).where(EARLY.c.run_pk == pk)).scalar()
             what, stored, present = "early_stop", earlies[rid], earlies[rid] is not None
-        elif rtype == "run_start":
+        else:  # run_start
             if rid not in starts:
                 starts[rid] = conn.execute(select(RUNS.c.start_record).where(RUNS.c.id == pk)).scalar()
             what, stored, present = "run_start", starts[rid], starts[rid] is not None
             if present and rid in foreign:
-                kept.append(item)  # a second, different start has its own rule (store._apply_start)
-                continue
-        else:
-            kept.append(item)  # events only add
-            continue
-        first_line.setdefault(rid, (item[2], item[3]))
+                continue  # a second, different start has its own rule (store._apply_start)
+        first_line[rid] = min(line, first_line.get(rid, line))
         if not present:
-            kept.append(item)
             if rid in foreign:
                 added.setdefault(rid, []).append(what)
         elif _same(stored_value(stored), rec):
-            if rid in own:
-                kept.append(item)  # applied again as it is: harmless, and keeps its derived rows whole
+            if rid not in own:
+                drop(where)  # equal: nothing to apply (own: applied again, harmless, keeps its derived rows whole)
         elif rid in own:
-            kept.append(item)
             replaced.setdefault(rid, []).append(what)
             replacing.add(rid)
         else:
             refused.setdefault(rid, []).append(what)
+            drop(where)
+    batch.drop(drop_steps, drop_others)
 
     warnings: list[Warning_] = []
+    where_ = batch.label
     for rid in sorted(replaced):
-        where, line = first_line[rid]
-        warnings.append((where, line, f"run {rid!r}: {len(replaced[rid])} record(s) of the new version of {label} "
-                                      f"replaced what its earlier version stored ({_summary(replaced[rid])})", rid))
+        warnings.append((where_, first_line[rid], f"run {rid!r}: {len(replaced[rid])} record(s) of the new version of "
+                                                  f"{label} replaced what its earlier version stored "
+                                                  f"({_summary(replaced[rid])})", rid))
     for rid in sorted(set(refused) | set(added)):
         began = foreign[rid][2] or "another source"
-        where, line = first_line[rid]
+        line = first_line[rid]
         if rid in refused:
-            warnings.append((where, line, f"run {rid!r} was begun by {began}: {len(refused[rid])} record(s) from "
-                                          f"{label} would change it and were not applied ({_summary(refused[rid])}); "
-                                          "a run keeps the records of the source that began it: delete the run to "
-                                          "load it again from this one", rid))
+            warnings.append((where_, line, f"run {rid!r} was begun by {began}: {len(refused[rid])} record(s) from "
+                                           f"{label} would change it and were not applied ({_summary(refused[rid])}); "
+                                           "a run keeps the records of the source that began it: delete the run to "
+                                           "load it again from this one", rid))
         if rid in added:
-            warnings.append((where, line, f"run {rid!r} was begun by {began}: {len(added[rid])} new record(s) from "
-                                          f"{label} were added to it ({_summary(added[rid])})", rid))
-    return kept, warnings, pks, frozenset(replacing)
+            warnings.append((where_, line, f"run {rid!r} was begun by {began}: {len(added[rid])} new record(s) from "
+                                           f"{label} were added to it ({_summary(added[rid])})", rid))
+    return warnings, pks, frozenset(replacing)
 
 
 def claim(conn: Connection, run_ids: list[str], *, origin: str, label: str) -> None:
@@ -253,7 +251,7 @@ def fingerprint(conn: Connection, pk: int) -> dict[str, Any]:
 
 def wipe(conn: Connection, pk: int) -> None:
     """Empty a run of everything its records put there, keeping the run (its id, origin)."""
-    for table in (CRITICS, EVENTS, STEPS, CRITERIA, EARLY, RUN_TAGS, RUN_SEARCH, RUN_SEARCH_MARKS):
+    for table in (CRITICS, EVENTS, STEPS, CRITERIA, EARLY, RUN_TAGS, RUN_SEARCH):
         conn.execute(delete(table).where(table.c.run_pk == pk))
     run_id = conn.execute(select(RUNS.c.run_id).where(RUNS.c.id == pk)).scalar()
     conn.execute(update(RUNS).where(RUNS.c.id == pk).values(task_id=run_id, **_BLANK))
@@ -280,9 +278,9 @@ class Reload:
     before: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
     met: set[str] = field(default_factory=set)
 
-    def meet(self, conn: Connection, batch: list[Item], *, origin: str) -> None:
+    def meet(self, conn: Connection, batch: ReadBatch, *, origin: str) -> None:
         """Empty the runs this origin began that the pass meets for the first time."""
-        new = [rid for rid in dict.fromkeys(item[0]["run_id"] for item in batch) if rid not in self.met]
+        new = [rid for rid in batch.runs if rid not in self.met]
         self.met.update(new)
         for i in range(0, len(new), 500):
             for pk, rid in conn.execute(select(RUNS.c.id, RUNS.c.run_id)

@@ -9,7 +9,6 @@ a reader never sees a half-applied batch.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
@@ -17,14 +16,13 @@ import orjson
 from sqlalchemy import JSON, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from qita.engine.critic import ACTION_RANK, effective_action
-
 from .. import derive
 from ..jsontext import nul_safe as _json_safe
 from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS
 from ..models import RUN_TAGS as TAGS
-from ..previews import preview_for
 from . import pg_bulk
+from .batch import ReadBatch
+from .rows import CRITIC_COLS, EVENT_COLS, STEP_COLS, _canonical, _int, _num, clean_text, criterion_row, early_stop_row, parse_ts
 
 #: Old stop-reason spellings and what they mean today (the original stays visible).
 LEGACY_STOP_REASONS = {"final_result": "final"}
@@ -34,215 +32,17 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def parse_ts(value: Any) -> Optional[datetime]:
-    """An RFC 3339 string as an aware datetime, or None when it is not one."""
-    if not isinstance(value, str) or not value or len(value) > 64:
-        return None
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    try:
-        return dt.astimezone(timezone.utc)
-    except (OverflowError, ValueError):
-        return None
-
-
-def clean_text(value: Any, limit: Optional[int] = None) -> Optional[str]:
-    """A trace string made safe to store: NUL removed (PostgreSQL rejects it), length capped."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        value = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if not isinstance(value, (int, float, bool)) else str(value)
-    if "\x00" in value:
-        value = value.replace("\x00", "\ufffd")
-    if limit is not None and len(value) > limit:
-        value = value[:limit]
-    return value
-
-
-def _num(value: Any) -> Optional[float]:
-    if type(value) is str:
-        # The models accept a numeric string ("0.5") for a number; so does the store.
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-        return value if value == value and abs(value) != float("inf") else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> Optional[int]:
-    if type(value) is str:
-        try:
-            value = int(value.strip())
-        except ValueError:
-            return None
-    elif type(value) is float and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    if abs(value) > 2**62:
-        return None
-    return value
-
-
-def _raw_text(raw: Optional[bytes], record: dict[str, Any]) -> str:
-    if raw is not None:
-        text = raw.decode("utf-8", errors="replace")
-    else:
-        text = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
-    return text.replace("\x00", "\\u0000") if "\x00" in text else text
-
-
-def _canonical(record: dict[str, Any]) -> bytes:
-    return orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-
-
-# Row builders: one per record type, positional tuples in STEP_COLS / CRITIC_COLS /
-# EVENT_COLS order, for both dialects (PostgreSQL gets them zipped into dicts). Each value
-# goes through a shortcut for the exact types the fast checks let through and falls back
-# to the general function (`_num`, `_int`, `clean_text`) for anything else. A NUL can only
-# reach a parsed string through a `\u0000` escape, so only lines with one (`scrub`) pay
-# for NUL scrubbing: that walk was a tenth of the ingest time. `encode` says JSON values
-# go to the driver as text (SQLite, encoded by orjson) rather than as Python objects.
-STEP_COLS = ("run_pk", "step", "ts", "duration_s", "tokens_input", "tokens_output", "tokens_total", "cost_usd",
-             "retry", "critic_action", "critic_score", "record", "preview")
-CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", "reason", "score", "details")
-EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record", "preview")
-_INT_MAX = 2**62
-
-
-def _num_fast(v: Any) -> Optional[float]:
-    t = type(v)
-    if t is float:
-        return v
-    if t is int:
-        return float(v)
-    return None if v is None else _num(v)
-
-
-def _int_fast(v: Any) -> Optional[int]:
-    if type(v) is int:
-        return v if -_INT_MAX <= v <= _INT_MAX else None
-    return None if v is None else _int(v)
-
-
-def _text_fast(v: Any, limit: Optional[int] = None) -> Optional[str]:
-    if type(v) is str:
-        return v if limit is None or len(v) <= limit else v[:limit]
-    return clean_text(v, limit)
-
-
-def _json_text(v: Any) -> str:
-    return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
-
-
-def _json_value(v: Any, scrub: bool, encode: bool) -> Any:
-    if scrub:
-        v = _json_safe(v)
-    return _json_text(v) if encode else v
-
-
-def step_rows(pk: int, step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
-              encode: bool) -> tuple[tuple, list[tuple]]:
-    """A step record's row and its critic-output rows."""
-    text = clean_text if scrub else _text_fast
-    tokens = rec.get("tokens") or {}
-    critics = []
-    rank = -1
-    action_max = None
-    total: float = 0
-    n = 0
-    for i, o in enumerate(rec.get("critic_outputs") or ()):
-        action = o.get("action")
-        eff = effective_action(action)
-        r = ACTION_RANK[eff]
-        if r > rank:
-            rank, action_max = r, eff
-        score = _num_fast(o.get("score"))
-        if score is not None:
-            total += score
-            n += 1
-        critics.append((pk, step, i, text(o.get("critic")), text(action), eff, text(o.get("reason")), score,
-                        _json_value(o.get("details"), scrub, encode)))
-    record = _raw_text(raw, rec)
-    row = (pk, step, text(rec.get("ts"), 100), _num_fast(rec.get("duration_s")),
-           _int_fast(tokens.get("input")), _int_fast(tokens.get("output")), _int_fast(tokens.get("total")),
-           _num_fast(rec.get("cost_usd")), bool(rec.get("retry")), action_max, (total / n) if n else None,
-           record, preview_for(len(record), rec))
-    return row, critics
-
-
-def event_row(pk: int, rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool) -> tuple:
-    """The row of an `event` or of a record of a type this board does not know (kept as written)."""
-    record = _raw_text(raw, rec)
-    step = rec.get("step")
-    ok = rec.get("ok")
-    phase = rec.get("phase") if rtype == "event" else f"[{rtype}]"
-    ts = rec.get("ts")
-    if scrub:
-        phase, ts = clean_text(phase, 200), clean_text(ts, 100)
-    else:
-        phase = phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200)
-        ts = ts if type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
-    return (pk, step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
-            ok if ok is True or ok is False else None, ts, hashlib.sha1(_canonical(rec)).hexdigest(), record,
-            preview_for(len(record), rec))
-
-
-def criterion_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
-    """A criterion result's values (its position and spec come from run_start)."""
-    score = _num(rec.get("score"))
-    passed = rec.get("passed") if isinstance(rec.get("passed"), bool) else None
-    return {
-        "run_pk": pk,
-        "criterion_id": clean_text(rec["id"], 400),
-        # A record with neither score nor passed (an undecided live verdict) grades nothing.
-        "has_result": score is not None or passed is not None,
-        "score": score,
-        "passed": passed,
-        "live_verdict": rec.get("live_verdict"),
-        "decided_at_step": _int(rec.get("decided_at_step")),
-        "details": _json_safe(rec.get("details")),
-        "result": _json_safe(rec),
-    }
-
-
-def early_stop_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
-    """An early_stop record's values (one per run: the last one read wins)."""
-    return {
-        "run_pk": pk,
-        "reason": clean_text(rec.get("reason")),
-        "deciding_criterion": clean_text(rec.get("deciding_criterion")),
-        "armed_criteria": _json_safe(rec.get("armed_criteria") or []),
-        "step": _int(rec.get("step")),
-        "tool_call_index": _int(rec.get("tool_call_index")),
-        "elapsed_s": _num(rec.get("elapsed_s")),
-        "turns_remaining": _int(rec.get("turns_remaining")),
-        "record": _json_safe(rec),
-    }
-
-
 class Gathered:
-    """One batch's records sorted into rows by type, in one pass (`Applier.gather`)."""
+    """One batch's rows with their runs' keys, ready to write (`Applier.gather`)."""
 
-    __slots__ = ("now", "touched", "last_seen", "utc_text", "steps", "critics", "events", "criteria", "early",
+    __slots__ = ("now", "label", "touched", "last_seen", "steps", "critics", "events", "criteria", "early",
                  "starts", "ends", "warnings")
 
-    def __init__(self, now: datetime):
+    def __init__(self, now: datetime, label: str):
         self.now = now
+        self.label = label
         self.touched: dict[int, str] = {}
         self.last_seen: dict[int, datetime] = {}
-        #: newest UTC "…Z" stamp text per (run, length): parsed once per batch in `settle_times`
-        self.utc_text: dict[tuple[int, int], str] = {}
         self.steps: dict[tuple[int, int], tuple] = {}
         self.critics: dict[tuple[int, int], list[tuple]] = {}
         self.events: list[tuple] = []
@@ -258,13 +58,6 @@ class Gathered:
         seen = min(ts, self.now)
         if pk not in self.last_seen or seen > self.last_seen[pk]:
             self.last_seen[pk] = seen
-
-    def settle_times(self) -> None:
-        """Parse the newest UTC stamp kept per run and length into `last_seen`."""
-        for (pk, _len), text in self.utc_text.items():
-            ts = parse_ts(text)
-            if ts is not None:
-                self.see(pk, ts)
 
 
 def _dicts(cols: tuple[str, ...], rows: Iterable[tuple]) -> list[dict[str, Any]]:
@@ -404,10 +197,9 @@ class Applier:
             created.update(new)
 
     # -- the batch -----------------------------------------------------------------------
-    def apply(self, conn: Connection, items: list[tuple[dict[str, Any], Optional[bytes], str, int]], *,
-              source_format: str = "qita", closed: bool = False, replacing: frozenset[str] = frozenset(),
-              ) -> tuple[set[str], set[str], list[tuple[str, int, str, str]]]:
-        """Apply `(record, raw line, file label, line number)` items in `conn`'s transaction.
+    def apply(self, conn: Connection, batch: ReadBatch, *, source_format: str = "qita", closed: bool = False,
+              replacing: frozenset[str] = frozenset()) -> tuple[set[str], set[str], list[tuple[str, int, str, str]]]:
+        """Apply a batch of records (app.ingest.batch) in `conn`'s transaction.
 
         `replacing`: runs a new version of the source that began them rewrites
         (app.ingest.overwrite, which reports it): their run_start is replaced too, and a
@@ -415,63 +207,59 @@ class Applier:
         Returns (touched run ids, created run ids, warnings as (file, line, message, run id)).
         """
         created: set[str] = set()
-        self._ensure_runs(conn, [item[0]["run_id"] for item in items], created)
-        batch = self.gather(items)
-        batch.settle_times()
-        self._write_boundaries(conn, batch, source_format, replacing)
-        self._write_steps(conn, batch)
-        self._write_events(conn, batch)
-        self._write_results(conn, batch)
-        self._write_last_seen(conn, batch, closed)
-        return set(batch.touched.values()), created, batch.warnings
+        self._ensure_runs(conn, batch.runs, created)
+        rows = self.gather(batch)
+        self._write_boundaries(conn, rows, source_format, replacing)
+        self._write_steps(conn, rows)
+        self._write_events(conn, rows)
+        self._write_results(conn, rows)
+        self._write_last_seen(conn, rows, closed)
+        return set(rows.touched.values()), created, rows.warnings
 
-    def gather(self, items: list[tuple[dict[str, Any], Optional[bytes], str, int]]) -> Gathered:
-        """Sort a batch's records into rows by type, in one pass; nothing is written yet."""
-        batch = Gathered(utcnow())
-        # SQLite takes positional rows straight to the driver, PostgreSQL by COPY; other drivers keep the dicts.
-        encode = self.dialect == "sqlite" or self._pg_copy
+    def encode(self) -> bool:
+        """Whether JSON values go to the driver as text: SQLite takes positional rows straight
+        to the driver, PostgreSQL by COPY; other drivers take Python objects (the reader builds
+        rows to match: app.ingest.batch)."""
+        return self.dialect == "sqlite" or self._pg_copy
+
+    def gather(self, batch: ReadBatch) -> Gathered:
+        """The batch's rows with their runs' keys; nothing is written yet."""
+        out = Gathered(utcnow(), batch.label)
         run_pks = self._run_pks
-        touched, utc_text = batch.touched, batch.utc_text
-        steps, critics, events = batch.steps, batch.critics, batch.events
-        for rec, raw, label, line in items:
+        touched = out.touched
+        for run_id in batch.runs:
+            touched[run_pks[run_id]] = run_id
+        steps, critics = out.steps, out.critics
+        for (run_id, step), (row, crits, _line) in batch.steps.items():
+            pk = run_pks[run_id]
+            steps[(pk, step)] = (pk, *row)
+            critics[(pk, step)] = [(pk, *c) for c in crits]
+        out.events = [(run_pks[run_id], *row) for run_id, row in batch.events]
+        for (run_id, _len), text in batch.utc_text.items():
+            ts = parse_ts(text)
+            if ts is not None:
+                out.see(run_pks[run_id], ts)
+        for run_id, ts in batch.parsed_ts.items():
+            out.see(run_pks[run_id], ts)
+        label = batch.label
+        for rec, _raw, line in batch.others:
             run_id = rec["run_id"]
             pk = run_pks[run_id]
-            touched[pk] = run_id
-            ts_text = rec.get("ts")
-            if type(ts_text) is str and ts_text[-1:] == "Z" and ts_text[10:11] == "T":
-                # UTC stamps of one length order as text: keep the newest string per run
-                # and length, and parse only those (parsing every line was a tenth of apply).
-                key = (pk, len(ts_text))
-                if ts_text > utc_text.get(key, ""):
-                    utc_text[key] = ts_text
-            elif ts_text is not None:
-                ts = parse_ts(ts_text)
-                if ts is not None:
-                    batch.see(pk, ts)
             rtype = rec["type"]
-            scrub = raw is None or b"\\u0000" in raw
-            if rtype == "step":
-                step = rec["step"]
-                steps[(pk, step)], critics[(pk, step)] = step_rows(pk, step, rec, raw, scrub=scrub, encode=encode)
-            elif rtype == "event":
-                events.append(event_row(pk, rtype, rec, raw, scrub=scrub))
-            elif rtype == "criterion":
-                row = criterion_row(pk, rec)
-                score = row["score"]
+            if rtype == "criterion":
+                result = criterion_row(pk, rec)
+                score = result["score"]
                 if score is not None and not 0 <= score <= 1:
-                    batch.warnings.append((label, line, f"criterion {rec['id']!r}: score {score:g} is outside [0, 1]; "
-                                                        "kept as written", run_id))
-                batch.criteria[(pk, rec["id"])] = row
+                    out.warnings.append((label, line, f"criterion {rec['id']!r}: score {score:g} is outside [0, 1]; "
+                                                      "kept as written", run_id))
+                out.criteria[(pk, rec["id"])] = result
             elif rtype == "early_stop":
-                batch.early[pk] = early_stop_row(pk, rec)
+                out.early[pk] = early_stop_row(pk, rec)
             elif rtype == "run_start":
-                batch.starts.append((pk, rec, label, line))
-            elif rtype == "run_end":
-                batch.ends.append((pk, rec, label, line))
-            else:
-                # Every unknown type: kept as written, keyed by content, like an event.
-                events.append(event_row(pk, rtype, rec, raw, scrub=scrub))
-        return batch
+                out.starts.append((pk, rec, label, line))
+            else:  # run_end (app.ingest.batch.WHOLE_TYPES)
+                out.ends.append((pk, rec, label, line))
+        return out
 
     def _write_boundaries(self, conn: Connection, batch: Gathered, source_format: str,
                           replacing: frozenset[str] = frozenset()) -> None:
@@ -656,14 +444,17 @@ class Applier:
         return warn
 
     # -- derived fields -------------------------------------------------------------------
-    def recompute(self, conn: Connection, run_ids: Iterable[str], *, abandon_after_s: float) -> None:
-        """Recompute verdict, state and totals of the given runs (see app.derive)."""
+    def recompute(self, conn: Connection, run_ids: Iterable[str], *, abandon_after_s: float,
+                  docs: Optional[dict[str, str]] = None) -> None:
+        """Recompute verdict, state and totals of the given runs (see app.derive), and index
+        what search finds them by (`docs`: the batch's search documents by run id)."""
         now = utcnow()
         for rid in run_ids:
             pk = self._run_pks.get(rid)
             if pk is None:
                 continue
-            derive.recompute_run(conn, pk, now=now, abandon_after_s=abandon_after_s)
+            derive.recompute_run(conn, pk, now=now, abandon_after_s=abandon_after_s,
+                                 search_doc=docs.get(rid) if docs else None)
 
     def add_warnings(self, conn: Connection, run_id: str, messages: list[str]) -> None:
         """Append warnings to a run (shown on its page), without duplicates."""

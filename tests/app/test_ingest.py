@@ -373,12 +373,12 @@ def test_odd_critic_actions_are_kept_as_written_and_count_as_continue(ingest, en
 
 def test_the_board_ranks_critic_actions_with_the_run_sides_ranking():
     # one home for stop > retry > continue: the run side's table, not a copy
-    import qita_board.ingest.store
+    import qita_board.ingest.rows
     import qita_board.queries.run_detail
     from qita.engine import critic
 
-    assert qita_board.ingest.store.ACTION_RANK is critic.ACTION_RANK is qita_board.queries.run_detail.ACTION_RANK
-    assert qita_board.ingest.store.effective_action is critic.effective_action
+    assert qita_board.ingest.rows.ACTION_RANK is critic.ACTION_RANK is qita_board.queries.run_detail.ACTION_RANK
+    assert qita_board.ingest.rows.effective_action is critic.effective_action
 
 
 def test_a_wrongly_typed_optional_value_is_dropped_with_a_warning_and_the_step_kept(ingest, engine, tmp_path):

@@ -98,7 +98,9 @@ def test_the_gate_is_handed_over_in_turn():
 
 
 def test_a_small_upload_is_not_held_back_by_a_long_one(tmp_path):
-    with _client(tmp_path, batch_lines=20, ingest_workers=2) as c:
+    # Read in the writer's process (reader_process_bytes=0): a transaction per 20 lines keeps
+    # the long job long enough to be caught running (a reader process finishes it in seconds).
+    with _client(tmp_path, batch_lines=20, ingest_workers=2, reader_process_bytes=0) as c:
         long_job = c.post("/api/traces", files=[("files", ("long.jsonl", big_trace("long", 60_000)))]).json()
         _wait(lambda: c.get(long_job["poll"]).json()["records"] > 0)
         small = c.post("/api/traces", files=[("files", ("small.jsonl", big_trace("small", 2)))]).json()

@@ -188,7 +188,7 @@ def test_a_file_on_disk_that_was_rotated_loses_nothing(ingest, engine, tmp_path:
 
 
 def test_a_reload_stopped_half_way_is_a_reload_again_next_time(tmp_path: Path, monkeypatch):
-    from qita_board import ingest as ingest_module
+    from qita_board.ingest import reader as ingest_module
     from qita_board.db import open_database
     from qita_board.ingest import Ingestor, Stopped
 
@@ -210,19 +210,20 @@ def test_a_reload_stopped_half_way_is_a_reload_again_next_time(tmp_path: Path, m
         path.write_bytes(_records(*v1))
         Ingestor(engine, settings).ingest_paths([str(path)], key_prefix="upload:", labels=["a.jsonl"])
         path.write_bytes(_records(*v2))
-        # stop right after the first batch of the new version was committed
+        # stop right after the first batch of the new version was committed (settled at the
+        # end of its transaction)
         committed: list[int] = []
-        real_commit = Ingestor._commit
+        real_settle = Ingestor._settle
 
-        def commit_then_count(self, *a, **k):
-            real_commit(self, *a, **k)
+        def settle_then_count(self, *a, **k):
+            real_settle(self, *a, **k)
             committed.append(1)
 
-        monkeypatch.setattr(Ingestor, "_commit", commit_then_count)
+        monkeypatch.setattr(Ingestor, "_settle", settle_then_count)
         with pytest.raises(Stopped):
             Ingestor(engine, settings, stop=lambda: bool(committed)).ingest_paths(
                 [str(path)], key_prefix="upload:", labels=["a.jsonl"])
-        monkeypatch.setattr(Ingestor, "_commit", real_commit)
+        monkeypatch.setattr(Ingestor, "_settle", real_settle)
         with engine.connect() as conn:  # the first batch (steps 0 and 1 of v2) went in
             from sqlalchemy import text as sql
 

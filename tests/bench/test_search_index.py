@@ -123,7 +123,8 @@ def test_the_index_follows_new_texts_and_deleted_runs(filled):
     with filled.connect() as conn:
         # the index agrees with its content table (FTS5's own consistency check raises if not)
         conn.execute(text("INSERT INTO run_search_fts(run_search_fts) VALUES ('integrity-check')"))
-        assert conn.execute(text("SELECT count(*) FROM run_search_fts WHERE run_search_fts MATCH '\"power\"'")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM run_search_fts WHERE run_search_fts MATCH :q"),
+                            {"q": search.trigram_query("power")}).scalar() == 0
 
 
 def test_an_unchanged_run_adds_nothing(filled):
@@ -134,3 +135,21 @@ def test_an_unchanged_run_adds_nothing(filled):
             index(conn, f"run-{rid}")
         after = conn.execute(text("SELECT count(*) FROM run_search")).scalar()
     assert after == before
+
+
+def test_the_index_is_asked_for_each_trigram_and_at_most_a_bounded_number():
+    # The index keeps no positions (migration 0014): a q is its trigrams, ANDed, each quoted
+    # so FTS5's operators and quotes inside it are plain text.
+    assert search.trigram_query("abcd") == '"abc" AND "bcd"'
+    assert search.trigram_query('a"b AND') == '"a""b" AND """b " AND "b A" AND " AN" AND "AND"'
+    assert search.trigram_query("aaaaaa") == '"aaa"'  # each trigram once
+    long = search.trigram_query("".join(chr(0x4E00 + i) for i in range(200)))
+    assert long.count(" AND ") == search.MAX_QUERY_TRIGRAMS - 1
+    assert long.startswith(f'"{chr(0x4E00)}{chr(0x4E01)}{chr(0x4E02)}"')
+    assert long.endswith(f'"{chr(0x4E00 + 197)}{chr(0x4E00 + 198)}{chr(0x4E00 + 199)}"')  # spread to the end
+
+
+def test_the_index_keeps_no_positions(filled):
+    with filled.connect() as conn:
+        sql = conn.execute(text("SELECT sql FROM sqlite_master WHERE name = 'run_search_fts'")).scalar()
+    assert "detail=none" in sql.replace(" ", "")

@@ -1,0 +1,150 @@
+"""A batch of records as the reader read them: sorted by type, rows built, search texts masked.
+
+The reader builds each record's rows while the record is still in hand (in the CPU's
+cache) instead of in a second pass over the batch, and builds them where it runs: in a
+reader process beside the writer for a large file (app.ingest.reader), so parsing,
+checking, row building and masking use the second core while the writer's transaction
+runs on the first. What crosses to the writer is rows, not parsed records: steps and
+events (nearly every line) go as positional tuples without `run_pk`, which only the
+writer knows; the few records the writer reads field by field (`run_start`, `run_end`,
+`criterion`, `early_stop`) go whole.
+
+Within a type the order is the file's; across types it does not matter, because the
+writer applies a batch by type in a fixed order (app.ingest.store.Applier.apply), and
+records of one key are applied last-one-wins (a step written twice keeps its later
+record, at the place of the first).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterator, Optional
+
+import orjson
+
+from .. import search
+from .rows import CRITIC_ACTION_AT, CRITIC_REASON_AT, STEP_RECORD_AT, event_row, parse_ts, step_row
+
+#: The record types applied field by field by the writer: they travel whole.
+WHOLE_TYPES = frozenset({"run_start", "run_end", "criterion", "early_stop"})
+
+
+class ReadBatch:
+    """The records of one batch (one transaction) of one source, sorted by type."""
+
+    __slots__ = ("label", "encode", "runs", "steps", "events", "others", "utc_text", "parsed_ts", "texts", "docs",
+                 "records")
+
+    def __init__(self, label: str, *, encode: bool):
+        self.label = label
+        #: JSON values as text (SQLite, PostgreSQL by COPY) or as Python objects (app.ingest.rows)
+        self.encode = encode
+        #: run ids in the order they first appear (new runs are numbered in this order)
+        self.runs: dict[str, None] = {}
+        #: (run id, step) -> (step row, critic rows, line), rows without run_pk; the last record wins
+        self.steps: dict[tuple[str, int], tuple[tuple, list[tuple], int]] = {}
+        #: (run id, event row without run_pk): events and records of unknown types
+        self.events: list[tuple[str, tuple]] = []
+        #: (record, raw line, line) of the WHOLE_TYPES, in order
+        self.others: list[tuple[dict[str, Any], Optional[bytes], int]] = []
+        #: newest UTC "…Z" stamp text per (run, length): stamps of one length order as
+        #: text, so only the newest is parsed (parsing every line was a tenth of apply)
+        self.utc_text: dict[tuple[str, int], str] = {}
+        #: newest other parseable stamp per run
+        self.parsed_ts: dict[str, datetime] = {}
+        #: per step, the critic and step texts search finds it by (cut, not yet masked); a
+        #: step written again in the batch replaces its texts, as its row
+        self.texts: dict[tuple[str, int], list[str]] = {}
+        #: per run, those texts as one masked document (`close`)
+        self.docs: dict[str, str] = {}
+        #: records read into the batch
+        self.records = 0
+
+    def __len__(self) -> int:
+        return self.records
+
+    def add(self, rec: dict[str, Any], raw: Optional[bytes], line: int) -> None:
+        """Add one validated record (`raw`: its line as read, None for a record a transform made)."""
+        run_id = rec["run_id"]
+        if run_id not in self.runs:
+            self.runs[run_id] = None
+        self.records += 1
+        ts = rec.get("ts")
+        if type(ts) is str and ts[-1:] == "Z" and ts[10:11] == "T":
+            key = (run_id, len(ts))
+            if ts > self.utc_text.get(key, ""):
+                self.utc_text[key] = ts
+        elif ts is not None:
+            parsed = parse_ts(ts)
+            if parsed is not None and (run_id not in self.parsed_ts or parsed > self.parsed_ts[run_id]):
+                self.parsed_ts[run_id] = parsed
+        rtype = rec["type"]
+        # A NUL reaches a parsed string only through a \u0000 escape: other lines skip scrubbing.
+        scrub = raw is None or b"\\u0000" in raw
+        if rtype == "step":
+            step = rec["step"]
+            row, critics = step_row(step, rec, raw, scrub=scrub, encode=self.encode)
+            self.steps[(run_id, step)] = (row, critics, line)
+            self.texts[(run_id, step)] = _step_search_texts(rec, row, critics)
+        elif rtype in WHOLE_TYPES:
+            self.others.append((rec, raw, line))
+        else:
+            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub)))
+
+    def close(self) -> "ReadBatch":
+        """Mask each run's search texts into its document (the reader does this before
+        handing the batch over, so masking runs beside the writer too)."""
+        by_run: dict[str, dict[str, None]] = {}
+        for (run_id, _step), texts in self.texts.items():
+            by_run.setdefault(run_id, {}).update(dict.fromkeys(texts))
+        for run_id, lines in by_run.items():
+            doc = search.document(lines)
+            if doc:
+                self.docs[run_id] = doc
+        self.texts = {}
+        return self
+
+    # -- what the writer's overwrite rule reads and drops (app.ingest.overwrite) -----------
+    def step_record(self, key: tuple[str, int]) -> dict[str, Any]:
+        """The record of a step in the batch, parsed again from its line (rare: the overwrite rule's comparisons)."""
+        return orjson.loads(self.steps[key][0][STEP_RECORD_AT])
+
+    def entries(self, run_ids: set[str]) -> Iterator[tuple[str, Any, dict[str, Any], int]]:
+        """(kind, key, record, line) of the batch's keyed records of these runs: steps by
+        (run id, step), the others by their index in `others`. Events only add: not listed."""
+        for key, (_row, _critics, line) in self.steps.items():
+            if key[0] in run_ids:
+                yield "step", key, self.step_record(key), line
+        for i, (rec, _raw, line) in enumerate(self.others):
+            if rec["run_id"] in run_ids:
+                yield "other", i, rec, line
+
+    def drop(self, steps: set[tuple[str, int]], others: set[int]) -> None:
+        """Remove refused records; the search texts of runs that lost a step are built again
+        from the steps they kept, so a refused record is not searchable either."""
+        if not steps and not others:
+            return
+        for key in steps:
+            del self.steps[key]
+        self.others = [o for i, o in enumerate(self.others) if i not in others]
+        for run_id in {k[0] for k in steps}:
+            lines: dict[str, None] = {}
+            for key, (row, critics, _line) in self.steps.items():
+                if key[0] == run_id:
+                    lines.update(dict.fromkeys(_step_search_texts(self.step_record(key), row, critics)))
+            doc = search.document(lines)
+            if doc:
+                self.docs[run_id] = doc
+            else:
+                self.docs.pop(run_id, None)
+        kept = {k[0] for k in self.steps} | {rid for rid, _row in self.events} | {o[0]["run_id"] for o in self.others}
+        self.runs = {rid: None for rid in self.runs if rid in kept}
+
+
+def _step_search_texts(rec: dict[str, Any], row: tuple, critics: list[tuple]) -> list[str]:
+    """A step's searchable texts: each critic's action and reason as stored, its tool names and errors."""
+    lines: dict[str, None] = {}
+    for c in critics:
+        search.add_texts(lines, (c[CRITIC_ACTION_AT], c[CRITIC_REASON_AT]))
+    search.add_texts(lines, search.step_texts(rec, row[STEP_RECORD_AT]))
+    return list(lines)

@@ -1,0 +1,258 @@
+"""Reading a line source into batches, in the writer's process or in one of its own.
+
+`read_chunks` is the whole reading side of an ingest pass over a file of lines: it checks
+that the bytes read before are unchanged (a resumed pass) or starts again from the top
+(a new version), reads and hashes every line, checks and parses it, and hands out one
+`Chunk` per batch (app.ingest.batch): the batch's rows, its bad lines and warnings, and
+the offset and digest to save with it. It never touches the database; the writer
+(app.ingest.Ingestor) commits each chunk in one transaction.
+
+A large file is read in a forked child process (`ReaderProcess`): reading, checking,
+building rows and masking search texts are most of an ingest's Python, and a process of
+their own puts them on the second core while the writer's transaction runs on the
+first. What crosses the pipe is the chunks (rows, not parsed records), pickled. The child
+only reads the file and writes the pipe: it touches no lock, connection or thread of the
+parent's, ignores Ctrl-C (the parent stops it) and ends with `os._exit`, so nothing of
+the parent's is finalised twice. If it fails, the writer reads the rest itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import signal
+import sys
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Iterator, Optional
+
+from .batch import ReadBatch
+from .lines import ENTRY_ERRORS, LimitExceeded, iter_items, open_stream
+
+#: Lines read between two looks at the stop flag (a look is a call; a line costs ~10 µs).
+STOP_CHECK_LINES = 64
+#: How often the writer looks at its stop flag while it waits for the reader process.
+POLL_S = 0.1
+
+
+class Stopped(Exception):
+    """The ingest was told to stop (cancel, time budget, a stop signal): the batch being
+    built was not written; every batch before it was, with its file offset. `report` is
+    what those batches did (set by `Ingestor.ingest_discovery`)."""
+
+    report: Optional[Any] = None
+
+
+class ReaderFailed(Exception):
+    """The reader process ended without finishing (a bug, or killed): the writer reads the
+    rest of the source itself."""
+
+
+@dataclass(slots=True)
+class Chunk:
+    """One batch of a pass and where the pass stands after it."""
+
+    batch: ReadBatch
+    #: (line or None, message, is an error) for bad lines and warnings, in the order read
+    issues: list[tuple[Optional[int], str, bool]] = field(default_factory=list)
+    #: per run, warnings about its records (shown on the run's page)
+    run_warnings: dict[str, list[str]] = field(default_factory=dict)
+    #: the bytes and lines consumed so far, and the sha256 of those bytes
+    offset: int = 0
+    line: int = 0
+    digest: str = ""
+    #: the last chunk of the pass (the end of the source, or a limit of the stream)
+    last: bool = False
+    #: the source's bytes before the saved offset changed: the pass started from the top
+    rewrite: bool = False
+
+
+def open_source(src: Any, settings: Any):
+    """A source's byte stream: a zip entry's own opener, else the file (gzip decompressed with its caps)."""
+    if src.open is not None:
+        return src.open()
+    return open_stream(src.path, gz=src.kind == "gz", max_decompressed=settings.max_archive_bytes,
+                       max_ratio=settings.max_archive_ratio)
+
+
+def read_chunks(src: Any, prev: Optional[dict[str, Any]], *, settings: Any, final: bool, encode: bool,
+                stop: Optional[Callable[[], bool]] = None) -> Iterator[Chunk]:
+    """The chunks of one pass over a line source. `prev`: its saved offset, line and
+    content hash (a resumed pass), or None. `stop`, polled every few lines, ends the pass
+    with `Stopped`."""
+    hasher = hashlib.sha256()
+    offset = line = 0
+    rewrite = False
+    fh = open_source(src, settings)
+    try:
+        if prev is not None and prev["offset"] and prev["content_hash"]:
+            # Resume only if the bytes already read are still the same.
+            remaining = prev["offset"]
+            try:
+                while remaining > 0:
+                    data = fh.read(min(remaining, 1 << 20))
+                    if not data:
+                        break
+                    hasher.update(data)
+                    remaining -= len(data)
+            except ENTRY_ERRORS:
+                remaining = 1
+            if remaining == 0 and hasher.hexdigest() == prev["content_hash"]:
+                offset, line = prev["offset"], prev["lines"]
+            else:
+                fh.close()
+                fh = open_source(src, settings)
+                hasher = hashlib.sha256()
+                rewrite = True  # read before, and its bytes changed: a new version
+        yield from _chunks(src, fh, offset, line, hasher, rewrite, settings=settings, final=final, encode=encode,
+                           stop=stop)
+    finally:
+        fh.close()
+
+
+def _chunks(src: Any, fh: Any, offset: int, line: int, hasher: Any, rewrite: bool, *, settings: Any, final: bool,
+            encode: bool, stop: Optional[Callable[[], bool]]) -> Iterator[Chunk]:
+    label = src.label
+    name = label.rsplit("/", 1)[-1]
+    limit = settings.batch_lines
+    chunk = Chunk(ReadBatch(label, encode=encode), offset=offset, line=line, rewrite=rewrite)
+    digest = hasher.copy()
+    batch, issues = chunk.batch, chunk.issues
+    tick = 0
+    try:
+        for item in iter_items(fh, start_offset=offset, start_line=line, max_line_bytes=settings.max_line_bytes,
+                               final=final, transform=src.transform, hasher=hasher):
+            tick += 1
+            if stop is not None and tick >= STOP_CHECK_LINES:
+                tick = 0
+                if stop():
+                    raise Stopped()
+            if item.error:
+                issues.append((item.line, item.error, True))
+            if item.record is not None:
+                batch.add(item.record, item.raw, item.line)
+                if item.warnings:
+                    for w in item.warnings:
+                        issues.append((item.line, w, False))
+                    chunk.run_warnings.setdefault(item.record["run_id"], []).extend(
+                        f"{name}:{item.line}: {w}" for w in item.warnings)
+            if item.pending or item.more:
+                continue
+            # iter_items hashes exactly the consumed lines, so this is the digest of [0, end).
+            chunk.offset, chunk.line = item.end, item.line
+            digest = hasher.copy()
+            if len(batch) >= limit:
+                chunk.digest = digest.hexdigest()
+                batch.close()
+                yield chunk
+                chunk = Chunk(ReadBatch(label, encode=encode), offset=chunk.offset, line=chunk.line)
+                batch, issues = chunk.batch, chunk.issues
+    except LimitExceeded as exc:
+        # A limit of the stream, not of a line: named by file only.
+        issues.append((None, str(exc), True))
+    except ENTRY_ERRORS as exc:
+        issues.append((chunk.line + 1, f"cannot decompress: {exc}", True))
+    chunk.digest = digest.hexdigest()
+    chunk.last = True
+    batch.close()
+    yield chunk
+
+
+# -- the reader process -------------------------------------------------------------------
+
+
+def use_process(src: Any, prev: Optional[dict[str, Any]], size: int, settings: Any) -> bool:
+    """Whether to read this source in a process of its own: a plain or gzip file on disk
+    with at least `reader_process_bytes` left to read, on Linux (fork)."""
+    least = settings.reader_process_bytes
+    if not least or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    if src.open is not None or src.transform is not None or src.finish is not None:
+        return False  # a zip entry's stream, or a reader keeping state across lines (QitOS)
+    done = prev["offset"] if prev is not None and prev["offset"] else 0
+    return size - done >= least
+
+
+class ReaderProcess:
+    """`read_chunks` in a forked child; iterate it in the writer for the chunks, in order."""
+
+    def __init__(self, src: Any, prev: Optional[dict[str, Any]], *, settings: Any, final: bool, encode: bool,
+                 stop: Optional[Callable[[], bool]] = None):
+        self.stop = stop
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(r)
+            _child(Connection(w, readable=False), src, prev, settings=settings, final=final, encode=encode)
+        os.close(w)
+        self.pid: Optional[int] = pid
+        self.conn = Connection(r, writable=False)
+
+    def ready(self) -> bool:
+        """Whether the next chunk has arrived (or begun to)."""
+        return self.pid is not None and self.conn.poll(0)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        try:
+            while True:
+                while not self.conn.poll(POLL_S):
+                    if self.stop is not None and self.stop():
+                        raise Stopped()
+                try:
+                    kind, payload = pickle.loads(self.conn.recv_bytes())
+                except (EOFError, OSError) as exc:
+                    raise ReaderFailed("the reader process ended early") from exc
+                if kind == "chunk":
+                    yield payload
+                    if payload.last:
+                        return
+                elif kind == "oserror":
+                    raise OSError(payload[0], payload[1])
+                else:
+                    raise ReaderFailed(payload)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the child (at once when it has not finished) and collect it."""
+        if self.pid is None:
+            return
+        pid, self.pid = self.pid, None
+        self.conn.close()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _child(conn: Connection, src: Any, prev: Optional[dict[str, Any]], *, settings: Any, final: bool,
+           encode: bool) -> None:
+    code = 0
+    try:
+        # Ctrl-C reaches the whole process group: the writer decides when to stop this.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for chunk in read_chunks(src, prev, settings=settings, final=final, encode=encode):
+            conn.send_bytes(pickle.dumps(("chunk", chunk), protocol=pickle.HIGHEST_PROTOCOL))
+    except (BrokenPipeError, ConnectionResetError):
+        code = 1  # the writer went away
+    except OSError as exc:
+        code = _send(conn, ("oserror", (exc.errno or 0, exc.strerror or type(exc).__name__)))
+    except BaseException:  # noqa: BLE001 — anything else is told to the writer, which reads the rest itself
+        code = _send(conn, ("failed", traceback.format_exc(limit=8)))
+    finally:
+        os._exit(code)
+
+
+def _send(conn: Connection, message: tuple) -> int:
+    try:
+        conn.send_bytes(pickle.dumps(message))
+    except OSError:
+        pass
+    return 1

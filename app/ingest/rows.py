@@ -1,0 +1,228 @@
+"""Records to row values: pure functions, one per record type, shared by the reader
+(which builds rows as each line is read, app.ingest.batch) and the writer (app.ingest.store).
+
+Rows are positional tuples in STEP_COLS / CRITIC_COLS / EVENT_COLS order without their
+first column, `run_pk`: the reader cannot know a run's key (it may run in another
+process, app.ingest.reader), so the writer puts it in front. JSON values go to the
+driver as text (`encode`: SQLite, and PostgreSQL by COPY) or as Python objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import orjson
+
+from qita.engine.critic import ACTION_RANK, effective_action
+
+from ..jsontext import nul_safe as _json_safe
+from ..previews import preview_for
+
+
+def parse_ts(value: Any) -> Optional[datetime]:
+    """An RFC 3339 string as an aware datetime, or None when it is not one."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        return dt.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        return None
+
+
+def clean_text(value: Any, limit: Optional[int] = None) -> Optional[str]:
+    """A trace string made safe to store: NUL removed (PostgreSQL rejects it), length capped."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if not isinstance(value, (int, float, bool)) else str(value)
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    if limit is not None and len(value) > limit:
+        value = value[:limit]
+    return value
+
+
+def _num(value: Any) -> Optional[float]:
+    if type(value) is str:
+        # The models accept a numeric string ("0.5") for a number; so does the store.
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> Optional[int]:
+    if type(value) is str:
+        try:
+            value = int(value.strip())
+        except ValueError:
+            return None
+    elif type(value) is float and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    if abs(value) > 2**62:
+        return None
+    return value
+
+
+def _raw_text(raw: Optional[bytes], record: dict[str, Any]) -> str:
+    if raw is not None:
+        text = raw.decode("utf-8", errors="replace")
+    else:
+        text = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+    return text.replace("\x00", "\\u0000") if "\x00" in text else text
+
+
+def _canonical(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+# Row builders: one per record type, positional tuples in STEP_COLS / CRITIC_COLS /
+# EVENT_COLS order without `run_pk`, for both dialects (PostgreSQL's portable path gets
+# them zipped into dicts). Each value goes through a shortcut for the exact types the fast
+# checks let through and falls back to the general function (`_num`, `_int`,
+# `clean_text`) for anything else. A NUL can only reach a parsed string through a
+# `\u0000` escape, so only lines with one (`scrub`) pay for NUL scrubbing: that walk was a
+# tenth of the ingest time. `encode` says JSON values go to the driver as text (encoded
+# by orjson) rather than as Python objects.
+STEP_COLS = ("run_pk", "step", "ts", "duration_s", "tokens_input", "tokens_output", "tokens_total", "cost_usd",
+             "retry", "critic_action", "critic_score", "record", "preview")
+CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", "reason", "score", "details")
+EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record", "preview")
+#: Where a step row (without run_pk) keeps its record text, and a critic row its action and reason.
+STEP_RECORD_AT = STEP_COLS.index("record") - 1
+CRITIC_ACTION_AT = CRITIC_COLS.index("action") - 1
+CRITIC_REASON_AT = CRITIC_COLS.index("reason") - 1
+_INT_MAX = 2**62
+
+
+def _num_fast(v: Any) -> Optional[float]:
+    t = type(v)
+    if t is float:
+        return v
+    if t is int:
+        return float(v)
+    return None if v is None else _num(v)
+
+
+def _int_fast(v: Any) -> Optional[int]:
+    if type(v) is int:
+        return v if -_INT_MAX <= v <= _INT_MAX else None
+    return None if v is None else _int(v)
+
+
+def _text_fast(v: Any, limit: Optional[int] = None) -> Optional[str]:
+    if type(v) is str:
+        return v if limit is None or len(v) <= limit else v[:limit]
+    return clean_text(v, limit)
+
+
+def _json_text(v: Any) -> str:
+    return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _json_value(v: Any, scrub: bool, encode: bool) -> Any:
+    if scrub:
+        v = _json_safe(v)
+    return _json_text(v) if encode else v
+
+
+def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
+             encode: bool) -> tuple[tuple, list[tuple]]:
+    """A step record's row and its critic-output rows (without run_pk)."""
+    text = clean_text if scrub else _text_fast
+    tokens = rec.get("tokens") or {}
+    critics = []
+    rank = -1
+    action_max = None
+    total: float = 0
+    n = 0
+    outputs = rec.get("critic_outputs")
+    if outputs:
+        for i, o in enumerate(outputs):
+            action = o.get("action")
+            eff = effective_action(action)
+            r = ACTION_RANK[eff]
+            if r > rank:
+                rank, action_max = r, eff
+            score = o.get("score")
+            if type(score) is not float:
+                score = _num_fast(score)
+            if score is not None:
+                total += score
+                n += 1
+            critics.append((step, i, text(o.get("critic")), text(action), eff, text(o.get("reason")), score,
+                            _json_value(o.get("details"), scrub, encode)))
+    record = _raw_text(raw, rec)
+    row = (step, text(rec.get("ts"), 100), _num_fast(rec.get("duration_s")),
+           _int_fast(tokens.get("input")), _int_fast(tokens.get("output")), _int_fast(tokens.get("total")),
+           _num_fast(rec.get("cost_usd")), bool(rec.get("retry")), action_max, (total / n) if n else None,
+           record, preview_for(len(record), rec))
+    return row, critics
+
+
+def event_row(rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool) -> tuple:
+    """The row (without run_pk) of an `event` or of a record of a type this board does not
+    know (kept as written, keyed by the digest of its content)."""
+    record = _raw_text(raw, rec)
+    step = rec.get("step")
+    ok = rec.get("ok")
+    phase = rec.get("phase") if rtype == "event" else f"[{rtype}]"
+    ts = rec.get("ts")
+    if scrub:
+        phase, ts = clean_text(phase, 200), clean_text(ts, 100)
+    else:
+        phase = phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200)
+        ts = ts if type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
+    return (step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
+            ok if ok is True or ok is False else None, ts, hashlib.sha1(_canonical(rec)).hexdigest(), record,
+            preview_for(len(record), rec))
+
+
+def criterion_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """A criterion result's values (its position and spec come from run_start)."""
+    score = _num(rec.get("score"))
+    passed = rec.get("passed") if isinstance(rec.get("passed"), bool) else None
+    return {
+        "run_pk": pk,
+        "criterion_id": clean_text(rec["id"], 400),
+        # A record with neither score nor passed (an undecided live verdict) grades nothing.
+        "has_result": score is not None or passed is not None,
+        "score": score,
+        "passed": passed,
+        "live_verdict": rec.get("live_verdict"),
+        "decided_at_step": _int(rec.get("decided_at_step")),
+        "details": _json_safe(rec.get("details")),
+        "result": _json_safe(rec),
+    }
+
+
+def early_stop_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """An early_stop record's values (one per run: the last one read wins)."""
+    return {
+        "run_pk": pk,
+        "reason": clean_text(rec.get("reason")),
+        "deciding_criterion": clean_text(rec.get("deciding_criterion")),
+        "armed_criteria": _json_safe(rec.get("armed_criteria") or []),
+        "step": _int(rec.get("step")),
+        "tool_call_index": _int(rec.get("tool_call_index")),
+        "elapsed_s": _num(rec.get("elapsed_s")),
+        "turns_remaining": _int(rec.get("turns_remaining")),
+        "record": _json_safe(rec),
+    }
