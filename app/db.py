@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 from alembic import command
 from alembic.config import Config
@@ -55,6 +58,96 @@ def make_engine(url: str) -> Engine:
         return engine
     connect_args = {"connect_timeout": 10, "application_name": "qita-board"} if sa_url.get_backend_name() == "postgresql" else {}
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
+
+
+#: SQLite's own default: after a commit that leaves the WAL longer than this many pages,
+#: the committing connection copies it back into the database (a checkpoint).
+AUTOCHECKPOINT_PAGES = 1000
+#: WAL size past which the background checkpointer copies it back (`Checkpointer`).
+CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
+
+
+class Checkpointer:
+    """WAL checkpoints of a SQLite file in a thread of their own, for a bulk ingest.
+
+    A checkpoint copies the WAL back into the database file and syncs it; SQLite runs one
+    in the committing connection after every commit that leaves the WAL over 1,000 pages,
+    so a bulk ingest waited for a copy and an fsync every 4 MB: a third of its commit time
+    and a sixth of the writer's (measured on 53 MB of trace: 0.47 s of SQL with them, 0.30 s
+    without). With `writing(conn)` around its transactions the ingest commits without them,
+    and this thread checkpoints (PASSIVE: never blocking the writer or a reader) while the
+    next transaction is built. The connection gets SQLite's default back when the
+    transaction ends, so no other writer ever commits without checkpoints."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.wal = path + "-wal"
+        self._wake = threading.Event()
+        self._stop = False
+        self.checkpoints = 0
+        self._thread = threading.Thread(target=self._run, name="qita-checkpoint", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def for_engine(engine: Engine) -> Optional["Checkpointer"]:
+        """A checkpointer for a SQLite file database, else None."""
+        if engine.dialect.name != "sqlite":
+            return None
+        database = engine.url.database
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return None
+        return Checkpointer(str(Path(database).expanduser().resolve()))
+
+    @contextmanager
+    def writing(self, conn: Any) -> Iterator[None]:
+        """Around one write transaction on `conn`: it commits without a checkpoint; this
+        thread is woken after it when the WAL has grown."""
+        # On the driver's connection: through SQLAlchemy the pragma would begin its transaction.
+        _driver_pragma(conn, "PRAGMA wal_autocheckpoint=0")
+        try:
+            yield
+        finally:
+            _driver_pragma(conn, f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
+
+    def nudge(self) -> None:
+        """After a commit: checkpoint if the WAL has grown past CHECKPOINT_WAL_BYTES."""
+        try:
+            if os.path.getsize(self.wal) >= CHECKPOINT_WAL_BYTES:
+                self._wake.set()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Stop after the checkpoint in progress (what is left is checkpointed by the next commit)."""
+        self._stop = True
+        self._wake.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        conn = None
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stop:
+                    return
+                # The GIL is released for the whole checkpoint (copy and fsync).
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self.checkpoints += 1
+        except sqlite3.Error:
+            log.debug("background checkpoint failed; the next commit will checkpoint", exc_info=True)
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+def _driver_pragma(conn: Any, sql: str) -> None:
+    cur = conn.connection.dbapi_connection.cursor()
+    try:
+        cur.execute(sql)
+    finally:
+        cur.close()
 
 
 def alembic_config(engine: Engine) -> Config:

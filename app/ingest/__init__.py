@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from .. import derive
-from ..db import describe_db_error
+from ..db import Checkpointer, describe_db_error
 from ..errors import BoardError
 from ..models import RUNS, SOURCES
 from ..settings import Settings
@@ -85,6 +85,8 @@ class _Applied:
     """What the batches of one transaction did, settled at its end (`Ingestor._settle`)."""
 
     records: int = 0
+    errors: list["IngestIssue"] = field(default_factory=list)
+    warnings: list["IngestIssue"] = field(default_factory=list)
     created: set[str] = field(default_factory=set)
     touched: dict[str, None] = field(default_factory=dict)
     docs: dict[str, list[str]] = field(default_factory=dict)
@@ -162,6 +164,7 @@ class Ingestor:
         self.stop = stop
         #: records written so far (progress)
         self.records_done = 0
+        self._checkpointer: Optional[Checkpointer] = None
 
     def check_stop(self) -> None:
         if self.stop is not None and self.stop():
@@ -182,7 +185,7 @@ class Ingestor:
         report = IngestReport(missing=list(found.missing), empty=list(found.empty))
         for label, line, message in found.errors:
             report.errors.append(IngestIssue(label, line, message))
-        with _old_objects_frozen():
+        with _old_objects_frozen(), self._checkpointing():
             try:
                 for src in found.sources:
                     self.check_stop()
@@ -259,15 +262,40 @@ class Ingestor:
 
     @contextmanager
     def _transaction(self):
-        """One write transaction, in the writer's turn; a failure forgets the cached run keys
-        (the rows they name may have been rolled back)."""
+        """One write transaction, in the writer's turn; anything that ends it early (a
+        database error, a stop, a reader that failed) forgets the cached run keys: the runs
+        they name may have been rolled back with it. During a pass over a source, SQLite
+        checkpoints in the background (app.db.Checkpointer)."""
         self.check_stop()
+        checkpointer = self._checkpointer
         try:
-            with self.gate(), self.engine.begin() as conn:
-                yield conn
-        except SQLAlchemyError:
+            with self.gate():
+                if checkpointer is None:
+                    with self.engine.begin() as conn:
+                        yield conn
+                    return
+                with self.engine.connect() as conn:
+                    with checkpointer.writing(conn):
+                        with conn.begin():
+                            yield conn
+                checkpointer.nudge()
+        except BaseException:
             self.applier.forget()
             raise
+
+    @contextmanager
+    def _checkpointing(self):
+        """Background checkpoints for the duration of an ingest (SQLite files only)."""
+        if self._checkpointer is not None:  # an ingest inside an ingest: the outer one's
+            yield
+            return
+        self._checkpointer = Checkpointer.for_engine(self.engine)
+        try:
+            yield
+        finally:
+            checkpointer, self._checkpointer = self._checkpointer, None
+            if checkpointer is not None:
+                checkpointer.close()
 
     def _commit(self, src: Source, report: IngestReport, batch: ReadBatch, source_values: Optional[dict[str, Any]],
                 *, closed: bool, run_warnings: Optional[dict[str, list[str]]] = None, end_of_pass: bool = False) -> None:
@@ -275,18 +303,21 @@ class Ingestor:
         last batch of a pass that read the whole source (a reload of a new version ends then)."""
         done = _Applied()
         with self._transaction() as conn:
-            self._apply(conn, src, report, batch, run_warnings, closed=closed, done=done)
-            self._settle(conn, src, report, done, source_values, end_of_pass=end_of_pass)
+            self._apply(conn, src, batch, run_warnings, closed=closed, done=done)
+            self._settle(conn, src, done, source_values, end_of_pass=end_of_pass)
         self._count(report, done)
 
     def _count(self, report: IngestReport, done: "_Applied") -> None:
-        """Count what a committed transaction did (a stopped one, rolled back, did nothing)."""
+        """Count what a committed transaction did and what it said (a stopped one, rolled
+        back, did nothing: its lines are read, and reported, again by the next pass)."""
+        report.errors += done.errors
+        report.warnings += done.warnings
         report.records += done.records
         self.records_done += done.records
         report.created |= done.created
         report.run_ids |= done.touched.keys()
 
-    def _apply(self, conn: Any, src: Source, report: IngestReport, batch: ReadBatch,
+    def _apply(self, conn: Any, src: Source, batch: ReadBatch,
                run_warnings: Optional[dict[str, list[str]]], *, closed: bool, done: "_Applied") -> None:
         """Apply one batch inside an open transaction (the overwrite rule first); what it
         touched is recomputed when the transaction settles (`_settle`)."""
@@ -307,7 +338,7 @@ class Ingestor:
         if screened:
             by_run_screened: dict[str, list[str]] = {}
             for label, line, message, run_id in screened:
-                report.warnings.append(IngestIssue(label, line or None, message))
+                done.warnings.append(IngestIssue(label, line or None, message))
                 by_run_screened.setdefault(run_id, []).append(message)
             for rid, msgs in by_run_screened.items():
                 self.applier.add_warnings(conn, rid, msgs)
@@ -319,7 +350,7 @@ class Ingestor:
         done.created |= created
         by_run: dict[str, list[str]] = {}
         for label, line, message, run_id in warnings:
-            report.warnings.append(IngestIssue(label, line or None, message))
+            done.warnings.append(IngestIssue(label, line or None, message))
             by_run.setdefault(run_id, []).append(message)
         for rid, msgs in (run_warnings or {}).items():
             by_run.setdefault(rid, []).extend(msgs)
@@ -329,7 +360,7 @@ class Ingestor:
         for rid, doc in batch.docs.items():
             done.docs.setdefault(rid, []).append(doc)
 
-    def _settle(self, conn: Any, src: Source, report: IngestReport, done: "_Applied",
+    def _settle(self, conn: Any, src: Source, done: "_Applied",
                 source_values: Optional[dict[str, Any]], *, end_of_pass: bool) -> None:
         """The end of a transaction: derived fields and search texts of the runs its batches
         touched, a reload's warnings at the end of its pass, the source's progress."""
@@ -337,18 +368,18 @@ class Ingestor:
             self.applier.recompute(conn, done.touched, abandon_after_s=self.settings.abandon_after_s,
                                    docs={rid: "\n".join(docs) for rid, docs in done.docs.items()})
         if end_of_pass and src.reload is not None:
-            self._finish_reload(conn, src, report)
+            self._finish_reload(conn, src, done)
         if source_values is not None:
             self._save_source(conn, src, **source_values)
 
-    def _finish_reload(self, conn: Any, src: Source, report: IngestReport) -> None:
+    def _finish_reload(self, conn: Any, src: Source, done: "_Applied") -> None:
         """The end of a pass over a new version of an upload: a warning for each run whose
         content it changed (app.ingest.overwrite.Reload)."""
         label = src.origin_label or src.label
         said = src.reload.finish(conn, label=label)
         src.reload = None
         for where, _line, message, rid in said:
-            report.warnings.append(IngestIssue(where, None, message))
+            done.warnings.append(IngestIssue(where, None, message))
             self.applier.add_warnings(conn, rid, [message])
 
     def _ingest_document(self, src: Source, report: IngestReport, *, closed: bool) -> None:
@@ -440,9 +471,8 @@ class Ingestor:
                                 src.rewrite = True  # read before, and its bytes changed: a new version
                                 src.reload = _reload_for(src)
                         for line, message, is_error in chunk.issues:
-                            (report.errors if is_error else report.warnings).append(
-                                IngestIssue(src.label, line, message))
-                        self._apply(conn, src, report, chunk.batch, chunk.run_warnings, closed=closed, done=done)
+                            (done.errors if is_error else done.warnings).append(IngestIssue(src.label, line, message))
+                        self._apply(conn, src, chunk.batch, chunk.run_warnings, closed=closed, done=done)
                         if chunk.last or ready is None or not ready() or time.monotonic() - started > TRANSACTION_S:
                             break
                         chunk = next(iterator)
@@ -453,7 +483,7 @@ class Ingestor:
                     # file that merely grew.
                     values = {"size": st.st_size, "mtime": st.st_mtime if chunk.last else None,
                               "content_hash": chunk.digest, "offset": chunk.offset, "lines": chunk.line}
-                    self._settle(conn, src, report, done, values if chunk.last or src.reload is None else None,
+                    self._settle(conn, src, done, values if chunk.last or src.reload is None else None,
                                  end_of_pass=chunk.last)
                 self._count(report, done)
                 if self.progress and not gz:

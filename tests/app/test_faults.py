@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-RUNS, STEPS_PER_RUN, PAD = 40, 300, 1200  # 12,000 steps of ~1.3 KB: ~16 MB
+RUNS, STEPS_PER_RUN, PAD = 40, 900, 1200  # 36,000 steps of ~1.3 KB: ~48 MB (read in a reader process, ~1 s)
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -188,9 +188,9 @@ def test_a_file_on_disk_that_was_rotated_loses_nothing(ingest, engine, tmp_path:
 
 
 def test_a_reload_stopped_half_way_is_a_reload_again_next_time(tmp_path: Path, monkeypatch):
-    from qita_board.ingest import reader as ingest_module
     from qita_board.db import open_database
     from qita_board.ingest import Ingestor, Stopped
+    from qita_board.ingest import reader as ingest_module
 
     monkeypatch.setattr(ingest_module, "STOP_CHECK_LINES", 1)
     settings = Settings(db=str(tmp_path / "q.db"), batch_lines=2)
