@@ -27,6 +27,7 @@ import os
 from datetime import datetime
 from typing import Any, Iterator, Optional
 
+from .coder_eval_fields import conform_row, conform_task
 from .sources import Source, join_label, key_for, read_json_document
 
 MAX_TASK_JSON = 512 * 1024 * 1024
@@ -523,9 +524,11 @@ def _early_stop_enabled(limits: dict[str, Any], configured_armed: bool, early: d
 
 
 def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant: str, task_name: str,
-                 replicate: int, context: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+                 replicate: int, context: Optional[dict[str, Any]] = None,
+                 notes: Optional[list[str]] = None) -> list[dict[str, Any]]:
     """The v1 records of one task.json. `context`: what the results folder says about the
-    run (`experiment_id`, `description`, `results_run_id`, the run.json row)."""
+    run (`experiment_id`, `description`, `results_run_id`, the run.json row). `notes`, when
+    given, gets what the reading found worth a warning (the figures disagree)."""
     context = context or {}
     row = _dict(context.get("row"))
     task_id = _str(task.get("task_id")) or task_name
@@ -820,10 +823,14 @@ class _Context:
             ctx["experiment_id"] = _str(exp.get("experiment_id"))
             ctx["description"] = _str(exp.get("description"))
             ctx["framework_version"] = _str(run.get("framework_version"))
+            ctx["row_notes"] = {}
             for r in _list(run.get("task_results")):
                 if isinstance(r, dict):
+                    r, notes = conform_row(r)
                     key = (_str(r.get("variant_id")), _str(r.get("task_id")), _int(r.get("replicate_index")) or 0)
                     ctx["rows"][key] = r
+                    if notes:
+                        ctx["row_notes"][key] = notes
         self._cache[root] = ctx
         return ctx
 
@@ -861,18 +868,28 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
         if not isinstance(doc, dict) or not (doc.get("final_status") is not None or "success_criteria_results" in doc
                                              or "iterations" in doc):
             return [], [(None, "not a coder_eval task.json: no final_status, success_criteria_results or iterations")]
-        ctx = contexts.of(_results_root(os.path.dirname(path), bound), named=holder)
-        run_id, experiment, variant, task_name, replicate = _identity(path, doc, ctx)
-        row = ctx["rows"].get((variant, _str(doc.get("task_id")) or task_name, replicate))
-        return task_records(doc, run_id=run_id, experiment=experiment, variant=variant, task_name=task_name,
-                            replicate=replicate, context={**ctx, "row": row}), []
+        # Fields of the wrong type are read as not given, each named in a warning on the run.
+        doc, notes = conform_task(doc)
+        try:
+            ctx = contexts.of(_results_root(os.path.dirname(path), bound), named=holder)
+            run_id, experiment, variant, task_name, replicate = _identity(path, doc, ctx)
+            key = (variant, _str(doc.get("task_id")) or task_name, replicate)
+            notes += ctx.get("row_notes", {}).get(key, [])
+            records = task_records(doc, run_id=run_id, experiment=experiment, variant=variant, task_name=task_name,
+                                   replicate=replicate, context={**ctx, "row": ctx["rows"].get(key)}, notes=notes)
+        except Exception as exc:  # noqa: BLE001 -- a shape no check foresaw: this file is refused, never the ingest
+            return [], [(None, f"could not read this task.json ({type(exc).__name__}: {str(exc)[:200]}); "
+                               "the other files are read")]
+        src.notes.extend((run_id, n) for n in notes)
+        return records, []
 
     try:
         size = os.path.getsize(path)
     except OSError:
         size = 0
-    return Source(key=key_for(path, label, key_prefix), label=label, path=path, kind="document",
-                  source_format="coder_eval", produce=produce, size=size)
+    src = Source(key=key_for(path, label, key_prefix), label=label, path=path, kind="document",
+                 source_format="coder_eval", produce=produce, size=size)
+    return src
 
 
 def _holder_name(label: str) -> Optional[str]:
@@ -907,15 +924,21 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
         run_id = f"{results}/{variant or 'default'}/{task_id}/{replicate:02d}"
         experiment = (ctx.get("experiment_id") or results)[:400]
 
-        def produce(row=row, run_id=run_id, experiment=experiment) -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+        src = Source(key=key_for(run_json, join_label(label, os.path.relpath(run_json, folder)), key_prefix)
+                     + f"#{variant}/{task_id}/{replicate:02d}",
+                     label=join_label(label, os.path.relpath(run_json, folder).replace(os.sep, "/"))
+                     + f" (row {task_id} #{replicate}, no task.json)",
+                     path=run_json, kind="document", source_format="coder_eval",
+                     origin=key_for(expected, src_label, key_prefix), origin_label=src_label)
+
+        def produce(row=row, run_id=run_id, experiment=experiment, src=src,
+                    notes=ctx.get("row_notes", {}).get((variant, task_id, replicate), [])
+                    ) -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+            src.notes.extend((run_id, n) for n in notes)
             return row_records(row, run_id=run_id, experiment=experiment, context=ctx), []
 
-        out.append(Source(key=key_for(run_json, join_label(label, os.path.relpath(run_json, folder)), key_prefix)
-                          + f"#{variant}/{task_id}/{replicate:02d}",
-                          label=join_label(label, os.path.relpath(run_json, folder).replace(os.sep, "/"))
-                          + f" (row {task_id} #{replicate}, no task.json)",
-                          path=run_json, kind="document", source_format="coder_eval", produce=produce,
-                          origin=key_for(expected, src_label, key_prefix), origin_label=src_label))
+        src.produce = produce
+        out.append(src)
     return out
 
 

@@ -1,0 +1,218 @@
+"""coder_eval results the shared experiment does not hold, read as coder_eval documents them.
+
+Each results folder here is written from coder_eval's documented schema (its
+REPORT_SCHEMA.md and results.py in ../shared/reference/coder_eval): field names, types,
+defaults and enum values as documented, and the expected figures are worked out by hand
+in the comments from those definitions, never with the importer's code. Each case goes
+through the one ingest path and is read back through the JSON API (`/api/runs`,
+`/api/runs/{id}`, `/api/compare`) and, where a figure is shown, the run page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import quote
+
+import orjson
+import pytest
+
+pytestmark = pytest.mark.both_backends
+
+PRICED = {"uncached_input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
+          "cache_read_input_tokens": 0, "total_cost_usd": 0.01}
+
+
+def command(tool_id: str, turn: Optional[int], cmd: str = "ls", **extra: Any) -> dict[str, Any]:
+    """A CommandTelemetry, run to its end."""
+    return {"tool_name": "Bash", "tool_id": tool_id, "assistant_turn_index": turn, "timestamp": "2026-01-02T03:04:05",
+            "parameters": {"command": cmd}, "result_status": "success", "result_summary": "ok", "duration_ms": 2.0,
+            "execution_started_at": "2026-01-02T03:04:05", "execution_completed_at": "2026-01-02T03:04:05.002", **extra}
+
+
+def message(text_: str, tool_ids: list[str], **tokens: int) -> dict[str, Any]:
+    """An assistant TranscriptMessage with its token buckets."""
+    return {"role": "assistant", "content_blocks": [{"block_type": "text", "sequence": 0, "text": text_}],
+            "tool_use_ids": tool_ids, "input_tokens": tokens.get("input_tokens", 10),
+            "output_tokens": tokens.get("output_tokens", 5), "cache_creation_tokens": 0, "cache_read_tokens": 0}
+
+
+def turns_of(n: int) -> dict[str, Any]:
+    """One iteration (TurnRecord) of `n` assistant turns, each issuing one command."""
+    return {"iteration": 1, "user_input": "go", "agent_output": "done", "timestamp": "2026-01-02T03:04:06",
+            "duration_seconds": 1.5, "assistant_turn_count": n, "crashed": False,
+            "messages": [message(f"turn {i}", [f"t{i}"]) for i in range(n)],
+            "commands": [command(f"t{i}", i) for i in range(n)], "token_usage": PRICED}
+
+
+def task(task_id: str, variant: str = "v", *, status: str = "SUCCESS", score: Optional[float] = 1.0,
+         iterations: Optional[list[dict[str, Any]]] = None, **fields: Any) -> dict[str, Any]:
+    """An EvaluationResult (task.json) in coder_eval's field names; one criterion that passed
+    unless `success_criteria_results` is given."""
+    its = [turns_of(1)] if iterations is None else iterations
+    doc = {"task_id": task_id, "task_description": f"do {task_id}", "variant_id": variant, "agent_type": "claude-code",
+           "model_used": "m", "started_at": "2026-01-02T03:04:05", "completed_at": "2026-01-02T03:04:09",
+           "duration_seconds": 4.0, "final_status": status, "max_turns_exhausted": False, "weighted_score": score,
+           "iteration_count": len(its),
+           "success_criteria_results": [{"result_kind": "basic", "criterion_type": "file_exists", "description": "wrote it",
+                                         "score": 1.0, "evaluation_status": "evaluated", "pass_threshold": 0.9,
+                                         "gating": True}],
+           "post_failure_criteria_results": [], "iterations": its, "error_message": None,
+           "total_token_usage": PRICED, "total_assistant_turns": sum(it.get("assistant_turn_count", 0) for it in its),
+           "actual_commands": sum(len(it.get("commands", [])) for it in its), "early_stop": None}
+    doc.update(fields)
+    return doc
+
+
+def write(root: Path, doc: Any, *, variant: Optional[str] = None, folder: Optional[str] = None, replicate: int = 0) -> Path:
+    """root/<variant>/<task id>/<NN>/task.json, as coder_eval lays a run out."""
+    target = root / (variant or doc["variant_id"]) / (folder or doc["task_id"]) / f"{replicate:02d}"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "task.json").write_bytes(doc if isinstance(doc, bytes) else orjson.dumps(doc))
+    return target / "task.json"
+
+
+def api_run(client, run_id: str) -> dict[str, Any]:
+    response = client.get("/api/runs/" + quote(run_id, safe=""))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def steps_of(client, run_id: str) -> list[dict[str, Any]]:
+    return client.get("/api/runs/" + quote(run_id, safe="") + "/steps", params={"limit": 200}).json()["data"]
+
+
+def run_page(client, run_id: str) -> str:
+    response = client.get("/runs/" + quote(run_id, safe=""))
+    assert response.status_code == 200
+    return " ".join(response.text.split())
+
+
+# -- a task.json with fields of the wrong type ------------------------------------------------
+
+def test_fields_of_the_wrong_type_are_named_and_the_rest_of_the_run_is_read(ingest, client, tmp_path):
+    # coder_eval's models make these impossible (criterion_type: str, weighted_score:
+    # float | None, total_token_usage.uncached_input_tokens: int, early_stop.sdk_turn_index:
+    # int). A criterion type that is a list used to stop the whole ingest (a crash); now
+    # each such field is read as not given, named in a warning, and the rest is kept.
+    root = tmp_path / "odd"
+    bad = task("bad", weighted_score="0.5", total_token_usage={**PRICED, "uncached_input_tokens": "100"},
+               success_criteria_results=[
+                   {"criterion_type": ["file_exists"], "description": "wrote it", "score": 1.0},
+                   {"criterion_type": "run_command", "description": "tests pass", "score": "1", "pass_threshold": 0.9}],
+               task_config={"resolved": {"success_criteria": [{"type": {"x": 1}, "description": "wrote it"}],
+                                         "run_limits": {"max_turns": "12", "task_timeout": 600}}})
+    write(root, bad)
+    write(root, task("good"))
+    report = ingest(root)
+    assert report.errors == []
+    assert sorted(report.created) == ["odd/v/bad/00", "odd/v/good/00"]
+    said = sorted(w.message for w in report.warnings)
+    fields = ["success_criteria_results[0].criterion_type", "success_criteria_results[1].score",
+              "task_config.resolved.run_limits.max_turns", "task_config.resolved.success_criteria[0].type",
+              "total_token_usage.uncached_input_tokens", "weighted_score"]
+    assert [m.split("'")[1] for m in said] == fields
+    assert all(m.startswith("task.json: field '") and m.endswith("read as not given, the rest kept") for m in said)
+    data = api_run(client, "odd/v/bad/00")
+    run = data["run"]
+    assert sorted(run["warnings"]) == said  # on the run's page too
+    # the rest of the record: status, steps, output tokens, cost, time, task timeout
+    assert (run["verdict"], run["source_status"], run["steps"], run["tool_calls"]) == ("pass", "SUCCESS", 1, 1)
+    # uncached input read as not given is TokenUsage's default, 0: 0 + 20 output
+    assert (run["tokens_output"], run["tokens_total"], run["cost_usd"]) == (20, 20, 0.01)
+    assert run["score"] is None and run["budget_max_steps"] is None and run["budget_max_runtime_s"] == 600
+    # the criterion without a type keeps its description; the one with a string score has no result
+    assert [(c["description"], c["graded"]) for c in data["criteria"]] == [("wrote it", True), ("tests pass", False)]
+    assert "read as not given" in run_page(client, "odd/v/bad/00")
+    assert api_run(client, "odd/v/good/00")["run"]["warnings"] in (None, [])
+
+
+def test_a_task_json_that_is_no_object_or_no_json_is_one_error_and_the_others_are_read(ingest, tmp_path):
+    root = tmp_path / "broken"
+    write(root, b"[1, 2]", variant="v", folder="list")
+    write(root, b'{"task_id": "cut", "final_status": "SUCC', variant="v", folder="cut")
+    write(root, task("fine"))
+    report = ingest(root)
+    assert report.created == {"broken/v/fine/00"}
+    assert sorted(e.file.rsplit("/", 3)[-3] for e in report.errors) == ["cut", "list"]
+
+
+# -- every FinalStatus, and one coder_eval does not have ----------------------------------------
+
+# REPORT_SCHEMA.md "FinalStatus": category -> the board's verdict; the lifecycle status
+# and stop reason follow the status (a budget or time limit ended it; ERROR and
+# BUILD_FAILED never produced a gradeable attempt).
+STATUSES = [
+    ("SUCCESS", "pass", "completed", "final"), ("FAILURE", "fail", "completed", "final"),
+    ("TIMEOUT", "fail", "failed", "budget_time"), ("MAX_TURNS_EXHAUSTED", "fail", "failed", "budget_steps"),
+    ("TOKEN_BUDGET_EXCEEDED", "fail", "failed", "budget_tokens"),
+    ("COST_BUDGET_EXCEEDED", "fail", "failed", "budget_cost"),
+    ("ERROR", "error", "error", "unrecoverable_error"), ("BUILD_FAILED", "error", "error", "unrecoverable_error"),
+    ("NOT_GRADED", "not_graded", "completed", "final"),
+]
+
+
+def test_every_final_status_by_its_documented_category(ingest, client, tmp_path):
+    root = tmp_path / "statuses"
+    for status, *_ in STATUSES:
+        write(root, task(status.lower(), status=status, score=None if status == "NOT_GRADED" else 0.0,
+                         success_criteria_results=[]))
+    write(root, task("brand-new", status="PAUSED", success_criteria_results=[]))
+    report = ingest(root)
+    assert report.errors == []
+    for status, verdict, lifecycle, stop in STATUSES:
+        run = api_run(client, f"statuses/v/{status.lower()}/00")["run"]
+        assert (run["verdict"], run["source_status"], run["status"], run["stop_reason"]) == (verdict, status, lifecycle,
+                                                                                             stop), status
+    # a status coder_eval does not have is kept, said, and gives no verdict of its own
+    assert [w.message for w in report.warnings] == [
+        "task.json: final_status 'PAUSED' is not one of coder_eval's statuses (SUCCESS, FAILURE, TIMEOUT, "
+        "MAX_TURNS_EXHAUSTED, TOKEN_BUDGET_EXCEEDED, COST_BUDGET_EXCEEDED, ERROR, BUILD_FAILED, NOT_GRADED): "
+        "the verdict is read from the criteria"]
+    new = api_run(client, "statuses/v/brand-new/00")["run"]
+    assert (new["source_status"], new["verdict"]) == ("PAUSED", "not_graded")
+    # run.json's own arithmetic: 1 succeeded of 8 graded (pass + fail + error); NOT_GRADED
+    # and the unknown status are in neither side
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["passed"], stats["failed"], stats["errored"], stats["graded"]) == (1, 5, 2, 8)
+    assert stats["pass_rate"] == pytest.approx(1 / 8)
+
+
+# -- run.json rows -------------------------------------------------------------------------------
+
+def test_a_row_of_the_wrong_type_is_named_and_its_run_kept(ingest, client, tmp_path):
+    root = tmp_path / "2026-05-05_05-05-05"
+    (root / "default").mkdir(parents=True)
+    rows = [{"task_id": "r1", "replicate_index": 0, "variant_id": "default", "status": "ERROR", "weighted_score": "0",
+             "duration": 2.0, "error_message": "docker daemon is not responding"}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    report = ingest(root)
+    assert report.errors == []
+    assert [w.message for w in report.warnings] == [
+        "run.json row: field 'weighted_score' should be a number or null, not a string ('0'); read as not given, "
+        "the rest kept"]
+    run = api_run(client, f"{root.name}/default/r1/00")["run"]
+    assert (run["verdict"], run["score"], run["elapsed_s"]) == ("error", None, 2.0)
+
+
+# -- task ids, messages and fields coder_eval may add ------------------------------------------
+
+def test_fields_coder_eval_may_add_are_ignored_without_a_warning(ingest, client, tmp_path):
+    # Forward compatibility: unknown keys on the task, its criteria (CriterionResult allows
+    # extra fields), its turns and commands, a result_kind of a later version, and the
+    # row keys of later versions (integrity_*).
+    doc = task("future", score=0.8, integrity={"verdict": "clean"}, provider_errors=[],
+               success_criteria_results=[{"result_kind": "rubric", "criterion_type": "rubric_judge",
+                                          "description": "graded", "score": 0.8, "pass_threshold": 0.7,
+                                          "rubric": {"x": 1}}],
+               iterations=[dict(turns_of(2), provider_call_costs=[{"cost_usd": 0.001}], harness_startup_ms=1.0)])
+    root = tmp_path / "2026-07-07_07-07-07"
+    write(root, doc)
+    rows = [{"task_id": "future", "replicate_index": 0, "variant_id": "v", "status": "SUCCESS", "weighted_score": 0.8,
+             "integrity_verdict": "clean", "integrity_voided": False, "agent_wall_ms": 10.0}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows, "new_roll_up": {"a": 1}}))
+    report = ingest(root)
+    assert report.errors == [] and report.warnings == []
+    data = api_run(client, f"{root.name}/v/future/00")
+    assert (data["run"]["verdict"], data["run"]["steps"], data["run"]["score"]) == ("pass", 2, 0.8)
+    assert [(c["id"], c["score"], c["passed"]) for c in data["criteria"]] == [("rubric_judge: graded", 0.8, True)]
