@@ -195,12 +195,24 @@ def _turns(iteration: dict[str, Any]) -> list[tuple[Optional[dict[str, Any]], li
 
     Commands belong to the assistant message that issued them (`tool_use_ids`), else to
     the turn their `assistant_turn_index` names. An iteration whose agent reports no
-    messages has one turn per distinct `assistant_turn_index`, or one turn in all.
+    messages (coder_eval: "may be empty for agents/modes that don't surface message
+    detail") still has the `assistant_turn_count` turns coder_eval counted, each with the
+    calls whose `assistant_turn_index` names it (a call without one stays with the call
+    before it); without that count, one turn per distinct index, or one turn in all.
     """
     commands = [c for c in _list(iteration.get("commands")) if isinstance(c, dict)]
     messages = [m for m in _list(iteration.get("messages"))
                 if isinstance(m, dict) and m.get("role") == "assistant"]
     if not messages:
+        counted = _int(iteration.get("assistant_turn_count"))
+        indexes = [_int(c.get("assistant_turn_index")) for c in commands]
+        if counted is not None and counted > 0 and all(i is None or i >= 0 for i in indexes):
+            slots: list[list[dict[str, Any]]] = [[] for _ in range(max([counted] + [i + 1 for i in indexes if i is not None]))]
+            current = 0
+            for c, i in zip(commands, indexes):
+                current = i if i is not None else current
+                slots[current].append(c)
+            return [(None, calls) for calls in slots]
         by_index: dict[Any, list[dict[str, Any]]] = {}
         for c in commands:
             by_index.setdefault(_int(c.get("assistant_turn_index")), []).append(c)
@@ -280,7 +292,7 @@ def task_steps(run_id: str, task: dict[str, Any], events: Optional[list[dict[str
     assistant turn adds no step; what it says goes to `events` (when given)."""
     early = _dict(task.get("early_stop"))
     stop_call = _int(early.get("tool_call_index")) if early else None
-    iterations = [it for it in _list(task.get("iterations", task.get("turns"))) if isinstance(it, dict)]
+    iterations = _iterations(task)
     steps: list[dict[str, Any]] = []
     call_no = 0
     previous_crashed = False
@@ -359,6 +371,12 @@ def task_steps(run_id: str, task: dict[str, Any], events: Optional[list[dict[str
         steps[-1]["decision"]["final_answer"] = steps[-1]["decision"]["rationale"]
         steps[-1]["decision"]["mode"] = "final"
     return steps
+
+
+def _iterations(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """A task.json's turn records: `iterations`, or `turns`, the legacy name coder_eval still reads."""
+    holder = task.get("iterations") if "iterations" in task else task.get("turns")
+    return [it for it in _list(holder) if isinstance(it, dict)]
 
 
 def _msg_usage(message: dict[str, Any]) -> dict[str, Any]:
@@ -605,10 +623,23 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
                 if r["id"] == deciding:
                     r["live_verdict"] = live
                     r["decided_at_step"] = turn
-    records.append(_run_end(task, run_id=run_id, status_key=status_key, status=status, early=early,
-                            deciding_details=next((r.get("details") for r in results if r["id"] == deciding), None),
-                            steps=steps, row=row))
+    end = _run_end(task, run_id=run_id, status_key=status_key, status=status, early=early,
+                   deciding_details=next((r.get("details") for r in results if r["id"] == deciding), None),
+                   steps=steps, row=row)
+    records.append(end)
+    if notes is not None and end["steps"] != len(steps):
+        notes.append(f"task.json: total_assistant_turns is {end['steps']} but its transcript holds {len(steps)} "
+                     f"assistant turn(s); the run shows {max(end['steps'], len(steps))} steps")
     return records
+
+
+def agent_wall_s(iterations: list[Any]) -> Optional[float]:
+    """The agent's own time without run.json's `agent_wall_ms`, by coder_eval's rule: the sum
+    of the positive `iterations[].duration_seconds` (a task.json's turn records or a run.json
+    row's digest of them); None when no turn was timed."""
+    timed = [d for d in (_num(it.get("duration_seconds")) for it in iterations if isinstance(it, dict))
+             if d is not None and d > 0]
+    return sum(timed) if timed else None
 
 
 def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], status: Optional[str],
@@ -639,12 +670,8 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
         _num(_dict(task.get("total_token_usage")).get("total_cost_usd"))
     cost = _num(row.get("total_cost_usd")) if "total_cost_usd" in row else _bill(task, agent_cost)
     agent_ms = _num(row.get("agent_wall_ms"))
-    if agent_ms is None:
-        timed = [d for d in (_num(it.get("duration_seconds")) for it in _list(task.get("iterations"))
-                             if isinstance(it, dict)) if d is not None and d > 0]
-        agent_s = sum(timed) if timed else None
-    else:
-        agent_s = agent_ms / 1000
+    agent_s = agent_ms / 1000 if agent_ms is not None else agent_wall_s(_iterations(task))
+    turns = _int(task.get("total_assistant_turns"))
     commands = _int(task.get("actual_commands"))
     if commands is None:
         commands = sum(len(s["actions"]) for s in steps)
@@ -665,7 +692,8 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
             "stop_reason": stop_reason, "stop_detail": stop_detail, "final_result": final,
             "verdict": verdict, "verdict_reason": reason, "source_status": status,
             "score": _num(task.get("weighted_score")),
-            "steps": len(steps), "tool_calls": commands, "tokens": usage,
+            # coder_eval's own count of assistant turns, which the steps are
+            "steps": turns if turns is not None and turns >= 0 else len(steps), "tool_calls": commands, "tokens": usage,
             "cost_usd": cost, "agent_cost_usd": agent_cost,
             "elapsed_s": _num(task.get("duration_seconds")), "agent_elapsed_s": agent_s,
             "failure_report": report or None}
@@ -866,7 +894,7 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
         if err:
             return [], [(None, err)]
         if not isinstance(doc, dict) or not (doc.get("final_status") is not None or "success_criteria_results" in doc
-                                             or "iterations" in doc):
+                                             or "iterations" in doc or "turns" in doc):
             return [], [(None, "not a coder_eval task.json: no final_status, success_criteria_results or iterations")]
         # Fields of the wrong type are read as not given, each named in a warning on the run.
         doc, notes = conform_task(doc)

@@ -178,6 +178,69 @@ def test_every_final_status_by_its_documented_category(ingest, client, tmp_path)
     assert stats["pass_rate"] == pytest.approx(1 / 8)
 
 
+# -- steps are coder_eval's assistant turns -----------------------------------------------------
+
+def test_an_agent_that_reports_no_messages_has_the_turns_coder_eval_counted(ingest, client, tmp_path):
+    # TurnRecord.messages "may be empty for agents/modes that don't surface message detail";
+    # assistant_turn_count (3) still counts the turns, and each command's
+    # assistant_turn_index (0 and 2) says which turn issued it. The early stop latched on
+    # the second call (tool_call_index 2) in the third turn (sdk_turn_index 3).
+    it = {"iteration": 1, "user_input": "go", "agent_output": "all done", "duration_seconds": 2.0,
+          "assistant_turn_count": 3, "messages": [], "token_usage": PRICED, "crashed": False,
+          "commands": [command("a", 0, "ls"), command("b", 2, "pytest", result_status="unknown",
+                                                      execution_started_at=None, execution_completed_at=None,
+                                                      duration_ms=None, error_message="no result observed")]}
+    doc = task("quiet", iterations=[it], early_stop={
+        "reason": "criterion_passed", "deciding_criterion_type": "file_exists", "deciding_criterion_description": "wrote it",
+        "armed_criteria": ["file_exists: wrote it"], "sdk_turn_index": 3, "tool_call_index": 2,
+        "elapsed_seconds": 1.0, "turns_remaining_at_stop": 7, "gate_threshold": 1.0})
+    assert doc["total_assistant_turns"] == 3
+    write(tmp_path / "q", doc)
+    assert ingest(tmp_path / "q").errors == []
+    run = api_run(client, "q/v/quiet/00")
+    assert (run["run"]["steps"], run["run"]["tool_calls"]) == (3, 2)
+    steps = steps_of(client, "q/v/quiet/00")
+    assert [[a["args"]["command"] for a in s["record"]["actions"]] for s in steps] == [["ls"], [], ["pytest"]]
+    assert run["early_stop"]["step"] == 3 and steps[2]["record"]["tool_invocations"][0]["call_index"] == 2
+    assert steps[2]["record"]["decision"]["rationale"] == "all done"  # the iteration's reply ends its last turn
+
+
+def test_the_step_count_is_total_assistant_turns_and_a_transcript_that_disagrees_is_said(ingest, client, tmp_path):
+    # Neither messages nor command indexes: coder_eval's total_assistant_turns (4) is the count.
+    it = {"iteration": 1, "user_input": "go", "agent_output": "x", "duration_seconds": 1.0, "messages": [],
+          "commands": [], "token_usage": PRICED}
+    write(tmp_path / "c", task("counted", iterations=[it], total_assistant_turns=4))
+    report = ingest(tmp_path / "c")
+    assert api_run(client, "c/v/counted/00")["run"]["steps"] == 4
+    assert [w.message for w in report.warnings] == [
+        "task.json: total_assistant_turns is 4 but its transcript holds 1 assistant turn(s); the run shows 4 steps"]
+
+
+def test_the_legacy_turns_key_is_read_as_iterations_for_the_agents_time(ingest, client, tmp_path):
+    # `iterations` "accepts legacy alias `turns`"; without run.json the agent's time is the
+    # sum of the positive duration_seconds (REPORT_SCHEMA "Agent wall vs end to end"):
+    # 1.5 + 2.5 (the -1 and 0 are not timed turns) = 4.0 s.
+    its = [dict(turns_of(1), duration_seconds=d) for d in (1.5, -1.0, 0.0, 2.5)]
+    doc = task("old", iterations=its)
+    doc["turns"] = doc.pop("iterations")
+    write(tmp_path / "legacy", doc)
+    assert ingest(tmp_path / "legacy").errors == []
+    run = api_run(client, "legacy/v/old/00")["run"]
+    assert run["agent_elapsed_s"] == pytest.approx(4.0) and run["elapsed_s"] == 4.0
+    assert run["steps"] == 4
+
+
+def test_a_run_with_zero_iterations(ingest, client, tmp_path):
+    # An ERROR before the agent's first turn: no turn record, no tokens, no agent time.
+    write(tmp_path / "z", task("none", status="ERROR", score=0.0, iterations=[], total_token_usage=None,
+                               error_message="sandbox failed to start", success_criteria_results=[]))
+    assert ingest(tmp_path / "z").errors == []
+    run = api_run(client, "z/v/none/00")["run"]
+    assert (run["steps"], run["tool_calls"], run["tokens_total"], run["agent_elapsed_s"], run["cost_usd"]) == (
+        0, 0, None, None, None)
+    assert run["verdict_reason"] == "error: no gradeable attempt (sandbox failed to start)"
+
+
 # -- run.json rows -------------------------------------------------------------------------------
 
 def test_a_row_of_the_wrong_type_is_named_and_its_run_kept(ingest, client, tmp_path):
