@@ -703,7 +703,10 @@ def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: d
     """The v1 records of a run.json row that has no task.json (coder_eval counts it in
     `tasks_run`: a task that failed before it could be recorded, e.g. "docker daemon is not
     responding"). The row is a flat summary: its status, tokens (`input_tokens` there is
-    the *uncached* input), cost, times and turn count; no steps."""
+    the *uncached* input), cost, times and turn count; no steps. The turns and the agent's
+    time are read as for a task.json, from the row's digest of its turn records
+    (`iterations[]`: each one's `assistant_turn_count` and `duration_seconds`) when it has
+    one; a row written before `agent_wall_ms` existed has only the digest."""
     status = _str(row.get("status"))
     key = status.upper() if status else None
     error = _str(row.get("error_message"))
@@ -731,15 +734,32 @@ def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: d
     if reason and error:
         reason += f" ({error})"
     agent_ms = _num(row.get("agent_wall_ms"))
+    digest = [it for it in _list(row.get("iterations")) if isinstance(it, dict)]
+    counted = [_int(it.get("assistant_turn_count")) for it in digest]
+    # The steps are assistant turns (as for a task.json's total_assistant_turns); the row's
+    # `total_turns` counts SDK calls (num_turns), the same on most agents, and stands in
+    # when the row has no digest.
+    steps = sum(c for c in counted if c) if digest and all(c is not None for c in counted) \
+        else (_int(row.get("total_turns")) or 0)
+    stopped = row.get("stopped_early") is True
     end = {"type": "run_end", "run_id": run_id, "status": LIFECYCLE.get(key, "completed") if key else None,
-           "stop_reason": STATUS_STOP_REASON.get(key, "final") if key else None, "stop_detail": error,
+           "stop_reason": ("early_stop" if stopped else STATUS_STOP_REASON.get(key, "final")) if key else None,
+           "stop_detail": error,
            "verdict": STATUS_VERDICT.get(key) if key else None, "verdict_reason": reason, "source_status": status,
-           "score": _num(row.get("weighted_score")), "steps": _int(row.get("total_turns")) or 0,
+           "score": _num(row.get("weighted_score")), "steps": steps,
            "tool_calls": _int(row.get("actual_commands")), "tokens": usage,
            "cost_usd": _num(row.get("total_cost_usd")), "agent_cost_usd": _num(row.get("agent_cost_usd")),
-           "elapsed_s": _num(row.get("duration")), "agent_elapsed_s": agent_ms / 1000 if agent_ms is not None else None,
+           "elapsed_s": _num(row.get("duration")),
+           "agent_elapsed_s": agent_ms / 1000 if agent_ms is not None else agent_wall_s(digest),
            "failure_report": {"error_message": error} if error else None, "provisional": True}
-    return [start, end]
+    if not stopped:
+        return [start, end]
+    # The row says the run stopped early, and why; which criterion decided it is in the task.json alone.
+    gate = _num(row.get("gate_threshold"))
+    early = {"type": "early_stop", "run_id": run_id, "reason": _str(row.get("early_stop_reason")),
+             "turns_remaining": _int(row.get("turns_remaining_at_stop")),
+             "gate_threshold": gate if gate is not None and 0 <= gate <= 1 else None}
+    return [start, early, end]
 
 
 def _bill(task: dict[str, Any], agent_cost: Optional[float]) -> Optional[float]:
@@ -863,6 +883,19 @@ class _Context:
         return ctx
 
 
+def row_key(rows: dict[tuple[Any, Any, int], Any], variant: str, task_id: str, replicate: int
+            ) -> Optional[tuple[Any, Any, int]]:
+    """The key of the run.json row of (variant, task id, replicate). coder_eval writes a
+    row's `variant_id` as null when its caller named no variant (its task.json then says
+    "default", EvaluationResult's default): such a row stands for the task's run in
+    whatever variant holds it, when only one does."""
+    if (variant, task_id, replicate) in rows:
+        return (variant, task_id, replicate)
+    if (None, task_id, replicate) in rows:
+        return (None, task_id, replicate)
+    return None
+
+
 def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str, str, str, int]:
     """(run_id, experiment, variant, task folder name, replicate) of one task.json."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -901,10 +934,11 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
         try:
             ctx = contexts.of(_results_root(os.path.dirname(path), bound), named=holder)
             run_id, experiment, variant, task_name, replicate = _identity(path, doc, ctx)
-            key = (variant, _str(doc.get("task_id")) or task_name, replicate)
-            notes += ctx.get("row_notes", {}).get(key, [])
+            key = row_key(ctx["rows"], variant, _str(doc.get("task_id")) or task_name, replicate)
+            notes += ctx.get("row_notes", {}).get(key, []) if key else []
             records = task_records(doc, run_id=run_id, experiment=experiment, variant=variant, task_name=task_name,
-                                   replicate=replicate, context={**ctx, "row": ctx["rows"].get(key)}, notes=notes)
+                                   replicate=replicate, context={**ctx, "row": ctx["rows"].get(key) if key else None},
+                                   notes=notes)
         except Exception as exc:  # noqa: BLE001 -- a shape no check foresaw: this file is refused, never the ingest
             return [], [(None, f"could not read this task.json ({type(exc).__name__}: {str(exc)[:200]}); "
                                "the other files are read")]
@@ -945,6 +979,8 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
     for (variant, task_id, replicate), row in sorted(ctx["rows"].items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         if (variant, task_id, replicate) in seen or not task_id:
             continue
+        if variant is None and any((t, r) == (task_id, replicate) for _v, t, r in seen):
+            continue  # a row without variant_id whose task.json is here (row_key)
         expected = os.path.join(root, variant or "default", *str(task_id).split("/"), f"{replicate:02d}", TASK_FILE)
         rel = os.path.relpath(expected, folder).replace(os.sep, "/")
         src_label = join_label(label, rel)

@@ -243,6 +243,49 @@ def test_a_run_with_zero_iterations(ingest, client, tmp_path):
 
 # -- run.json rows -------------------------------------------------------------------------------
 
+def test_a_run_json_row_without_variant_id_is_its_task_jsons_row(ingest, client, tmp_path):
+    # coder_eval writes a row's variant_id as null when its caller named none; the task.json
+    # says "default". The row is that task's (its agent time and bill), not a second run.
+    root = tmp_path / "2026-03-03_03-03-03"
+    write(root, task("solo", variant="default"))
+    rows = [{"task_id": "solo", "replicate_index": None, "variant_id": None, "status": "SUCCESS", "weighted_score": 1.0,
+             "agent_wall_ms": 1250.0, "total_cost_usd": 0.04, "agent_cost_usd": 0.01, "cost_complete": True}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "tasks_run": 1, "task_results": rows}))
+    report = ingest(root)
+    assert report.errors == [] and report.warnings == []
+    assert report.created == {f"{root.name}/default/solo/00"}
+    run = api_run(client, f"{root.name}/default/solo/00")["run"]
+    assert (run["agent_elapsed_s"], run["cost_usd"], run["agent_cost_usd"], run["steps"]) == (1.25, 0.04, 0.01, 1)
+    assert client.get("/api/runs").json()["stats"]["runs"] == 1
+
+
+def test_a_row_only_run_from_an_older_run_json_reads_its_turn_digest(ingest, client, tmp_path):
+    # A run.json written before agent_wall_ms: "Readers derive agent wall from the row's
+    # iterations[].duration_seconds with the same rule" (1.0 + 3.0; the -1 is not a timed
+    # turn). Its steps are its assistant turns, 2 + 3 = 5, as a task.json counts them (the
+    # row's total_turns, 7, counts SDK calls). It stopped early: the row says so and why.
+    root = tmp_path / "2026-04-04_04-04-04"
+    (root / "default").mkdir(parents=True)
+    digest = [{"iteration": 1, "duration_seconds": 1.0, "command_count": 2, "assistant_turn_count": 2, "crashed": True,
+               "crash_reason": "killed"},
+              {"iteration": 1, "duration_seconds": -1.0, "command_count": 0, "assistant_turn_count": 0, "crashed": False},
+              {"iteration": 2, "duration_seconds": 3.0, "command_count": 3, "assistant_turn_count": 3, "crashed": False}]
+    row = {"task_id": "gone", "replicate_index": 0, "variant_id": "default", "status": "FAILURE", "weighted_score": 0.0,
+           "duration": 9.0, "iteration_count": 2, "iterations": digest, "input_tokens": 50, "output_tokens": 10,
+           "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100, "total_tokens": 165, "total_cost_usd": None,
+           "agent_cost_usd": None, "total_turns": 7, "actual_commands": 5, "stopped_early": True,
+           "early_stop_reason": "criterion_failed", "turns_remaining_at_stop": 3, "gate_threshold": 1.0}
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": [row]}))
+    assert ingest(root).errors == []
+    data = api_run(client, f"{root.name}/default/gone/00")
+    run = data["run"]
+    assert (run["steps"], run["tool_calls"], run["agent_elapsed_s"], run["elapsed_s"]) == (5, 5, 4.0, 9.0)
+    # the row's input_tokens is the uncached input: 50 + 5 + 100 in, 10 out = 165 = its total_tokens
+    assert (run["tokens_input"], run["tokens_total"], run["cost_usd"]) == (155, 165, None)
+    assert (run["stop_reason"], run["early_stopped"], data["early_stop"]["reason"], data["early_stop"]["turns_remaining"]) == (
+        "early_stop", True, "criterion_failed", 3)
+
+
 def test_a_row_of_the_wrong_type_is_named_and_its_run_kept(ingest, client, tmp_path):
     root = tmp_path / "2026-05-05_05-05-05"
     (root / "default").mkdir(parents=True)
