@@ -465,7 +465,11 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
         key = (res.get("criterion_type"), res.get("description"))
         config = configured.get(key, {})
         used.add(key)
-        specs.append(_spec(cid, base, res.get("criterion_type"), res.get("description"), res.get("gating", True),
+        # `gating` as the result says; a result written before the field existed reads
+        # back as gating in coder_eval, though its own gate then excluded a weight-0
+        # criterion: the configured weight says which it was.
+        gating = res["gating"] if isinstance(res.get("gating"), bool) else _config_gating(config)
+        specs.append(_spec(cid, base, res.get("criterion_type"), res.get("description"), gating,
                            res.get("pass_threshold"), config, armed, enabled))
         evaluated = res.get("evaluation_status", "evaluated") != "not_evaluated"
         details = res.get("details")
@@ -488,10 +492,19 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
         seen[base] = seen.get(base, 0) + 1
         cid = base if seen[base] == 1 else f"{base} ({seen[base]})"
         ids.setdefault(base, cid)
-        weight = _num(config.get("weight"))
-        specs.append(_spec(cid, base, key[0], key[1], config.get("gating", weight != 0.0), config.get("pass_threshold"),
+        specs.append(_spec(cid, base, key[0], key[1], _config_gating(config), config.get("pass_threshold"),
                            config, armed, enabled))
     return specs, results, ids
+
+
+def _config_gating(config: dict[str, Any]) -> bool:
+    """Whether a configured criterion gates: coder_eval's `is_gating` is `weight > 0` (weight
+    0 is informational; an unset weight is the default 1). A `gating` key (qita's own
+    spelling) is read as written."""
+    if isinstance(config.get("gating"), bool):
+        return config["gating"]
+    weight = _num(config.get("weight"))
+    return weight is None or weight > 0
 
 
 def _spec(cid: str, base: str, ctype: Any, description: Any, gating: Any, threshold: Any, config: dict[str, Any],
@@ -500,10 +513,14 @@ def _spec(cid: str, base: str, ctype: Any, description: Any, gating: Any, thresh
     configuration) and its configuration (which says whether and how it can stop the run)."""
     stop = config.get("stop_early")
     # `stop_early` arms a criterion: it always stops on a live fail, and also on a
-    # live pass when `on_pass: stop` (coder_eval's task definition).
+    # live pass when `on_pass: stop` (coder_eval's task definition). The first release of
+    # early stop (its design, seeds/coder-eval-early-stop-pr.md) armed it with
+    # `stop_when: pass|fail|decided`, read as it says.
     stop_when = None
     if isinstance(stop, dict):
         stop_when = "decided" if stop.get("on_pass") == "stop" else "fail"
+    elif config.get("stop_when") in ("pass", "fail", "decided"):
+        stop_when = config["stop_when"]
     elif base in armed:
         stop_when = "decided"
     threshold = _num(threshold)
@@ -539,6 +556,11 @@ def _early_stop_enabled(limits: dict[str, Any], configured_armed: bool, early: d
     if switch is False:
         return False
     return switch is True or configured_armed
+
+
+#: The live verdict each early-stop reason means for its deciding criterion (results.py's
+#: EarlyStopReason: a budget that expired undecided is an effective fail).
+LIVE_VERDICT = {"criterion_passed": "pass", "criterion_failed": "fail", "decision_budget_exceeded": "fail"}
 
 
 def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant: str, task_name: str,
@@ -617,8 +639,8 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
                         "elapsed_s": _num(early.get("elapsed_seconds")),
                         "turns_remaining": _int(early.get("turns_remaining_at_stop")),
                         "gate_threshold": _num(early.get("gate_threshold"))})
-        if deciding and turn is not None:
-            live = {"criterion_passed": "pass"}.get(_str(early.get("reason")) or "", "fail")
+        live = LIVE_VERDICT.get(_str(early.get("reason")) or "")
+        if deciding and turn is not None and live is not None:
             for r in results:
                 if r["id"] == deciding:
                     r["live_verdict"] = live

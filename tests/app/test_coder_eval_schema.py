@@ -241,6 +241,115 @@ def test_a_run_with_zero_iterations(ingest, client, tmp_path):
     assert run["verdict_reason"] == "error: no gradeable attempt (sandbox failed to start)"
 
 
+# -- criteria: gating, weights, results and the configuration -----------------------------------
+
+def test_a_result_written_before_gating_existed_is_informational_when_its_weight_is_zero(ingest, client, tmp_path):
+    # CriterionResult.gating "defaults True so results persisted before this field existed
+    # read back as gating" -- but coder_eval's own gate (all_criteria_passed) skipped a
+    # weight-0 criterion then as now. The configured weight says which it was: the
+    # criteria alone pass, as coder_eval did.
+    doc = task("old-info", success_criteria_results=[
+        {"criterion_type": "file_exists", "description": "wrote it", "score": 1.0},
+        {"criterion_type": "command_executed", "description": "listed (informational)", "score": 0.0}],
+        task_config={"resolved": {"success_criteria": [
+            {"type": "file_exists", "description": "wrote it", "weight": 1.0},
+            {"type": "command_executed", "description": "listed (informational)", "weight": 0.0}]}})
+    write(tmp_path / "g", doc)
+    assert ingest(tmp_path / "g").errors == []
+    data = api_run(client, "g/v/old-info/00")
+    assert (data["run"]["verdict"], data["run"]["criteria_verdict"]) == ("pass", "pass")
+    assert [(c["id"], c["gating"], c["informational"]) for c in data["criteria"]] == [
+        ("file_exists: wrote it", True, False), ("command_executed: listed (informational)", False, True)]
+    assert "criteria alone say" not in run_page(client, "g/v/old-info/00")
+
+
+def test_criteria_with_and_without_results_non_gating_and_not_evaluated(ingest, client, tmp_path):
+    # Four declared criteria: one passed, one failed but not gating (gating: false), one
+    # not_evaluated (the check did not run: no score, distinct from an evaluated 0.0), one
+    # declared with no result. coder_eval's SUCCESS stands; the criteria alone cannot say
+    # pass: a gating criterion has no result.
+    results = [
+        {"criterion_type": "file_exists", "description": "wrote it", "score": 1.0, "gating": True},
+        {"criterion_type": "command_executed", "description": "was brief", "score": 0.0, "gating": False},
+        {"criterion_type": "llm_judge", "description": "reads well", "score": 0.0, "evaluation_status": "not_evaluated",
+         "gating": True, "details": None}]
+    config = [{"type": "file_exists", "description": "wrote it", "weight": 2.0},
+              {"type": "command_executed", "description": "was brief", "weight": 0.0},
+              {"type": "llm_judge", "description": "reads well", "weight": 1.0},
+              {"type": "run_command", "description": "tests pass", "weight": 1.0, "pass_threshold": 0.5}]
+    write(tmp_path / "c", task("mix", success_criteria_results=results, task_config={"resolved": {"success_criteria": config}}))
+    assert ingest(tmp_path / "c").errors == []
+    data = api_run(client, "c/v/mix/00")
+    got = [(c["id"], c["graded"], c["score"], c["gating"], c["pass_threshold"]) for c in data["criteria"]]
+    assert got == [("file_exists: wrote it", True, 1.0, True, 0.9), ("command_executed: was brief", True, 0.0, False, 0.9),
+                   ("llm_judge: reads well", False, None, True, 0.9), ("run_command: tests pass", False, None, True, 0.5)]
+    assert data["run"]["verdict"] == "pass" and data["run"]["criteria_verdict"] == "fail"
+
+
+def test_a_weighted_armed_gate_with_unequal_weights(ingest, client, tmp_path):
+    # armed_criteria_passed: binarise each armed criterion, weight it, compare with the
+    # gate: A (weight 3) passed, B (weight 1) failed: 3 / (3 + 1) = 0.75 >= 0.75: a pass.
+    # The non-armed gating criterion that failed is advisory.
+    results = [{"criterion_type": "command_executed", "description": "A", "score": 1.0},
+               {"criterion_type": "command_executed", "description": "B", "score": 0.0},
+               {"criterion_type": "file_exists", "description": "C", "score": 0.0}]
+    config = [{"type": "command_executed", "description": "A", "weight": 3.0, "stop_early": {"on_pass": "stop"}},
+              {"type": "command_executed", "description": "B", "weight": 1.0, "stop_early": {"on_pass": "continue"}},
+              {"type": "file_exists", "description": "C", "weight": 1.0}]
+    early = {"reason": "criterion_passed", "deciding_criterion_type": "command_executed", "deciding_criterion_description": "A",
+             "armed_criteria": ["command_executed: A", "command_executed: B"], "sdk_turn_index": 1, "tool_call_index": 1,
+             "elapsed_seconds": 0.2, "turns_remaining_at_stop": None, "gate_threshold": 0.75}
+    write(tmp_path / "w", task("weighted", score=0.6, success_criteria_results=results, early_stop=early,
+                               task_config={"resolved": {"success_criteria": config,
+                                                         "run_limits": {"stop_early_gate_threshold": 0.75}}}))
+    assert ingest(tmp_path / "w").errors == []
+    data = api_run(client, "w/v/weighted/00")
+    assert (data["run"]["verdict"], data["run"]["criteria_verdict"], data["run"]["gated_on"]) == ("pass", "pass", "armed")
+    assert [(c["id"], c["armed"], c["advisory"]) for c in data["criteria"]] == [
+        ("command_executed: A", True, False), ("command_executed: B", True, False), ("file_exists: C", False, True)]
+    assert data["early_stop"]["turns_remaining"] is None  # max_turns unset: no upper bound
+
+
+def test_the_first_releases_stop_when_arms_a_criterion_with_the_switch_on(ingest, client, tmp_path):
+    # The early-stop design (seeds/coder-eval-early-stop-pr.md): `stop_when: pass|fail|decided`
+    # on a criterion, armed when `run_limits.stop_early` is true (off by default).
+    results = [{"criterion_type": "skill_triggered", "description": "used the skill", "score": 1.0}]
+    for name, switch in (("on", True), ("off", None)):
+        write(tmp_path / "pr", task(name, success_criteria_results=results, task_config={"resolved": {
+            "success_criteria": [{"type": "skill_triggered", "description": "used the skill", "stop_when": "pass"}],
+            "run_limits": {"stop_early": switch}}}))
+    assert ingest(tmp_path / "pr").errors == []
+    on = api_run(client, "pr/v/on/00")
+    assert [(c["stop_when"], c["armed"]) for c in on["criteria"]] == [("pass", True)]
+    # with the switch off it is not armed, but armable as it says (the policy lab replays it)
+    off = api_run(client, "pr/v/off/00")
+    assert [(c["stop_when"], c["armed"]) for c in off["criteria"]] == [(None, False)]
+    assert off["run"]["start_record"]["criteria"][0]["armable_as"] == "pass"
+
+
+# -- early stop: each reason -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("reason,live", [("criterion_passed", "pass"), ("criterion_failed", "fail"),
+                                         ("decision_budget_exceeded", "fail"), ("criterion_vetoed", None)])
+def test_each_early_stop_reason_and_the_deciding_criterions_live_verdict(ingest, client, tmp_path, reason, live):
+    # EarlyStopReason: a pass-stop, a native fail, and a decision budget that expired
+    # undecided (an effective fail); a reason coder_eval does not have implies nothing.
+    early = {"reason": reason, "deciding_criterion_type": "file_exists", "deciding_criterion_description": "wrote it",
+             "armed_criteria": ["file_exists: wrote it"], "sdk_turn_index": 2, "tool_call_index": 2,
+             "elapsed_seconds": 0.5, "turns_remaining_at_stop": 8}  # gate_threshold left to its default (1.0)
+    status = "SUCCESS" if reason == "criterion_passed" else "FAILURE"
+    score = 1.0 if status == "SUCCESS" else 0.0
+    write(tmp_path / "es", task("e", status=status, score=score, iterations=[turns_of(2)], early_stop=early,
+                                success_criteria_results=[{"criterion_type": "file_exists", "description": "wrote it",
+                                                           "score": score}]))
+    report = ingest(tmp_path / "es")
+    data = api_run(client, "es/v/e/00")
+    assert (data["early_stop"]["reason"], data["early_stop"]["step"], data["run"]["stop_reason"]) == (reason, 2, "early_stop")
+    assert data["criteria"][0]["live_verdict"] == live
+    assert data["run"]["verdict"] == ("pass" if status == "SUCCESS" else "fail")
+    assert bool(report.warnings) is (live is None)
+
+
 # -- run.json rows -------------------------------------------------------------------------------
 
 def test_a_run_json_row_without_variant_id_is_its_task_jsons_row(ingest, client, tmp_path):
