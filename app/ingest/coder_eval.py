@@ -601,7 +601,8 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         "total_assistant_turns": task.get("total_assistant_turns"),
         "iteration_count": task.get("iteration_count"),
         "weighted_score": task.get("weighted_score"),
-        "cost_complete": row.get("cost_complete"),
+        # the row's flag, else coder_eval's rule on the task.json: costs are a floor when false
+        "cost_complete": row["cost_complete"] if isinstance(row.get("cost_complete"), bool) else cost_complete(task),
         "initial_prompt": resolved.get("initial_prompt"),
         "source_file": _dict(task.get("task_config")).get("source_file"),
     }.items() if v is not None}
@@ -784,13 +785,41 @@ def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: d
     return [start, early, end]
 
 
+#: Criterion types whose results are judge results when a result does not say its
+#: `result_kind` (coder_eval's JUDGE_CRITERION_TYPES, results.py).
+JUDGE_TYPES = frozenset({"llm_judge", "agent_judge", "system_one_judge"})
+
+
+def _is_judge(result: dict[str, Any]) -> bool:
+    """A judge result as coder_eval dispatches it: `result_kind` when given, else the type."""
+    kind = result.get("result_kind")
+    return kind == "judge" if kind else result.get("criterion_type") in JUDGE_TYPES
+
+
 def _bill(task: dict[str, Any], agent_cost: Optional[float]) -> Optional[float]:
-    """The whole bill without run.json: the agent's spend plus each judge's (a judge's
-    token_usage is kept apart from the agent's). None when nothing was priced."""
+    """The whole bill without run.json, as coder_eval's row adds it: the agent's spend plus
+    each judge's (a judge's token_usage is kept apart from the agent's), the post-failure
+    diagnostic judges included (their calls were paid for too). None when nothing was
+    priced. Simulator spend needs coder_eval's rate card: without run.json it is left out."""
     judges = [_num(_dict(r.get("token_usage")).get("total_cost_usd"))
-              for r in _list(task.get("success_criteria_results")) if isinstance(r, dict)]
+              for key in ("success_criteria_results", "post_failure_criteria_results")
+              for r in _list(task.get(key)) if isinstance(r, dict) and _is_judge(r)]
     parts = [p for p in (agent_cost, *judges) if p is not None]
     return sum(parts) if parts else None
+
+
+def cost_complete(task: dict[str, Any]) -> bool:
+    """Whether a task.json's recorded spend is the whole of it, by coder_eval's row rule
+    (REPORT_SCHEMA.md: "unpriced model, or a hard kill that lost an in-flight turn"): a
+    TIMEOUT lost its in-flight turn; a turn that used tokens but has no cost was not priced."""
+    status = task.get("final_status")
+    if isinstance(status, str) and status.upper() == "TIMEOUT":
+        return False
+    for it in _iterations(task):
+        usage = tokens(it.get("token_usage"))
+        if usage is not None and usage["total"] and _num(_dict(it.get("token_usage")).get("total_cost_usd")) is None:
+            return False
+    return True
 
 
 # -- finding task.json files -------------------------------------------------------------------

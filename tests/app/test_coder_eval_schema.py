@@ -17,6 +17,8 @@ from urllib.parse import quote
 import orjson
 import pytest
 
+from tests.app.parsed_html import page, text
+
 pytestmark = pytest.mark.both_backends
 
 PRICED = {"uncached_input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
@@ -239,6 +241,60 @@ def test_a_run_with_zero_iterations(ingest, client, tmp_path):
     assert (run["steps"], run["tool_calls"], run["tokens_total"], run["agent_elapsed_s"], run["cost_usd"]) == (
         0, 0, None, None, None)
     assert run["verdict_reason"] == "error: no gradeable attempt (sandbox failed to start)"
+
+
+# -- cost: the whole bill, and when it is a floor ------------------------------------------------
+
+def test_the_bill_without_run_json_counts_every_judge_and_only_judges(ingest, client, tmp_path):
+    # coder_eval's row: total = agent + judge + simulator, where judge spend is every
+    # JudgeCriterionResult's token_usage.total_cost_usd, post-failure diagnostic judges
+    # included; a result is a judge result by result_kind, else by criterion_type. So:
+    # 0.01 agent + 0.02 (llm_judge, no result_kind) + 0.03 (post-failure agent_judge) = 0.06;
+    # the basic result's token_usage is not a judge's and is not counted.
+    judge = {"criterion_type": "llm_judge", "description": "reads well", "score": 1.0,
+             "token_usage": {**PRICED, "total_cost_usd": 0.02}}
+    basic = {"result_kind": "basic", "criterion_type": "file_exists", "description": "wrote it", "score": 1.0,
+             "token_usage": {**PRICED, "total_cost_usd": 5.0}}
+    diagnostic = {"result_kind": "judge", "criterion_type": "agent_judge", "description": "looked", "score": 0.0,
+                  "token_usage": {**PRICED, "total_cost_usd": 0.03}}
+    write(tmp_path / "bill", task("judged", status="ERROR", score=0.0, success_criteria_results=[judge, basic],
+                                  post_failure_criteria_results=[diagnostic]))
+    assert ingest(tmp_path / "bill").errors == []
+    run = api_run(client, "bill/v/judged/00")["run"]
+    assert run["cost_usd"] == pytest.approx(0.06) and run["agent_cost_usd"] == pytest.approx(0.01)
+
+
+def test_a_cost_that_is_a_floor_says_so_and_none_is_unpriced(ingest, client, tmp_path):
+    # REPORT_SCHEMA "Missing cost is never fatal": a hard kill (TIMEOUT) lost its in-flight
+    # turn, and a turn that used tokens with no cost was not priced; either makes every
+    # cost figure a lower bound. A run that priced nothing has no cost (never $0).
+    root = tmp_path / "floor"
+    write(root, task("killed", status="TIMEOUT", score=0.0))
+    unpriced_turn = dict(turns_of(1), token_usage={**PRICED, "total_cost_usd": None})
+    write(root, task("part", iterations=[turns_of(1), unpriced_turn]))
+    write(root, task("free", iterations=[dict(turns_of(1), token_usage={**PRICED, "total_cost_usd": None})],
+                     total_token_usage={**PRICED, "total_cost_usd": None}))
+    write(root, task("whole"))
+    assert ingest(root).errors == []
+    for name, complete in (("killed", False), ("part", False), ("free", False), ("whole", True)):
+        assert api_run(client, f"floor/v/{name}/00")["run"]["meta"]["cost_complete"] is complete, name
+    head = page(client.get("/runs/" + quote("floor/v/killed/00", safe="")).text)
+    assert text(head.select_one(".run-cost")) == "$0.0100 (lower bound)"
+    assert text(page(client.get("/runs/" + quote("floor/v/whole/00", safe="")).text).select_one(".run-cost")) == "$0.0100"
+    assert text(page(client.get("/runs/" + quote("floor/v/free/00", safe="")).text).select_one(".run-cost")) == "unpriced"
+
+
+def test_a_run_json_row_decides_whether_the_cost_is_complete(ingest, client, tmp_path):
+    # run.json's row carries coder_eval's own cost_complete: it wins over the task.json.
+    root = tmp_path / "2026-02-02_02-02-02"
+    write(root, task("t", variant="default"))
+    rows = [{"task_id": "t", "replicate_index": 0, "variant_id": "default", "status": "SUCCESS", "weighted_score": 1.0,
+             "total_cost_usd": 0.25, "agent_cost_usd": 0.01, "cost_complete": False, "agent_wall_ms": 1500.0}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    assert ingest(root).errors == []
+    run = api_run(client, f"{root.name}/default/t/00")["run"]
+    assert (run["cost_usd"], run["agent_cost_usd"], run["meta"]["cost_complete"], run["agent_elapsed_s"]) == (
+        0.25, 0.01, False, 1.5)
 
 
 # -- criteria: gating, weights, results and the configuration -----------------------------------
