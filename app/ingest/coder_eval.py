@@ -148,10 +148,12 @@ def tokens(usage: Any) -> Optional[dict[str, Optional[int]]]:
         write = _int(usage.get("cache_creation_tokens"))
     out = _int(usage.get("output_tokens"))
     if uncached is None and read is None and write is None and out is None:
-        return None
-    tin = None if uncached is None and read is None and write is None else (uncached or 0) + (read or 0) + (write or 0)
-    total = None if tin is None and out is None else (tin or 0) + (out or 0)
-    return {"input": tin, "output": out, "total": total, "cache_read": read, "cache_write": write}
+        return None  # no bucket at all: the usage is unknown, not zero
+    # A bucket TokenUsage does not carry is 0 there (each defaults to 0): a file of an
+    # older version without the cache buckets read them as none.
+    uncached, read, write, out = uncached or 0, read or 0, write or 0, out or 0
+    return {"input": uncached + read + write, "output": out, "total": uncached + read + write + out,
+            "cache_read": read, "cache_write": write}
 
 
 def _add_tokens(a: Optional[dict[str, Any]], b: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:

@@ -243,6 +243,27 @@ def test_a_run_with_zero_iterations(ingest, client, tmp_path):
     assert run["verdict_reason"] == "error: no gradeable attempt (sandbox failed to start)"
 
 
+# -- tokens: TokenUsage's buckets ---------------------------------------------------------------
+
+def test_token_usage_with_some_buckets_reads_the_others_as_zero_and_null_as_unknown(ingest, client, tmp_path):
+    root = tmp_path / "tok"
+    # TokenUsage's buckets default to 0: an older file without the cache buckets read none
+    write(root, task("some", total_token_usage={"uncached_input_tokens": 30, "output_tokens": 12}))
+    # a file from before the split: input_tokens alone is the uncached input
+    write(root, task("legacy", total_token_usage={"input_tokens": 30, "output_tokens": 12,
+                                                  "cache_read_input_tokens": 100}))
+    # no usage anywhere (total_token_usage and the turn's token_usage null): unknown, not 0
+    write(root, task("null", total_token_usage=None, iterations=[dict(turns_of(1), token_usage=None, messages=[])]))
+    assert ingest(root).errors == []
+    some = api_run(client, "tok/v/some/00")["run"]
+    assert (some["tokens_input"], some["tokens_output"], some["tokens_total"], some["tokens_cache_read"],
+            some["tokens_cache_write"]) == (30, 12, 42, 0, 0)
+    legacy = api_run(client, "tok/v/legacy/00")["run"]
+    assert (legacy["tokens_input"], legacy["tokens_total"], legacy["tokens_cache_read"]) == (130, 142, 100)
+    null = api_run(client, "tok/v/null/00")["run"]
+    assert (null["tokens_total"], null["tokens_cache_read"], null["cost_usd"]) == (None, None, None)
+
+
 # -- cost: the whole bill, and when it is a floor ------------------------------------------------
 
 def test_the_bill_without_run_json_counts_every_judge_and_only_judges(ingest, client, tmp_path):
