@@ -964,12 +964,20 @@ def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str
     task_id = _str(task.get("task_id")) or task_name
     results = ctx.get("results_run_id") or _str(task.get("started_at")) or "coder_eval"
     experiment = ctx.get("experiment_id") or ctx.get("results_run_id") or "coder_eval"
-    run_id = f"{results}/{variant}/{task_id}/{replicate:02d}"
+    return make_run_id(results, variant, task_id, replicate), experiment[:400], variant, task_name, replicate
+
+
+def make_run_id(results: str, variant: str, task_id: str, replicate: int) -> str:
+    """`RESULTS/VARIANT/TASK/NN`, the one spelling of a coder_eval run's id (a task.json's and
+    a run.json row's alike). A run id is at most 200 characters (a longer one ends in a hash
+    of the whole) and holds no NUL (a key PostgreSQL refuses: U+FFFD stands in), so no
+    task id, however odd, costs its run."""
+    run_id = f"{results}/{variant}/{task_id}/{replicate:02d}".replace("\x00", "\ufffd")
     if len(run_id) > 200:
         import hashlib
 
-        run_id = run_id[:183] + "~" + hashlib.sha1(run_id.encode()).hexdigest()[:16]
-    return run_id, experiment[:400], variant, task_name, replicate
+        run_id = run_id[:183] + "~" + hashlib.sha1(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return run_id
 
 
 def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context, bound: Optional[str],
@@ -1038,7 +1046,7 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
         rel = os.path.relpath(expected, folder).replace(os.sep, "/")
         src_label = join_label(label, rel)
         results = ctx.get("results_run_id") or "coder_eval"
-        run_id = f"{results}/{variant or 'default'}/{task_id}/{replicate:02d}"
+        run_id = make_run_id(results, variant or "default", task_id, replicate)
         experiment = (ctx.get("experiment_id") or results)[:400]
 
         src = Source(key=key_for(run_json, join_label(label, os.path.relpath(run_json, folder)), key_prefix)

@@ -489,6 +489,29 @@ def test_a_row_of_the_wrong_type_is_named_and_its_run_kept(ingest, client, tmp_p
 
 # -- task ids, messages and fields coder_eval may add ------------------------------------------
 
+def test_hostile_and_unicode_task_ids_and_messages_each_keep_their_run(ingest, client, tmp_path):
+    root = tmp_path / "2026-06-06_06-06-06"
+    ids = {"nul": "a\x00b", "unicode": "tâche-测试-😀", "markup": "<script>alert(1)</script>", "rtl": "\u202eevil"}
+    for folder, task_id in ids.items():
+        write(root, task(task_id, error_message="<img src=x onerror=alert(1)> \x00 done", status="FAILURE", score=0.0),
+              folder=folder)
+    # a row with no task.json and a task id longer than a run id may be: its own run all the same
+    long_id = "L" * 300
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": [
+        {"task_id": long_id, "replicate_index": 0, "variant_id": "v", "status": "ERROR", "weighted_score": 0.0}]}))
+    report = ingest(root)
+    assert report.errors == []
+    assert len(report.created) == 5
+    by_task = {api_run(client, rid)["run"]["task_id"]: rid for rid in report.created}
+    assert by_task[ids["unicode"]] == f"{root.name}/v/{ids['unicode']}/00"
+    assert by_task["a\ufffdb"] == f"{root.name}/v/a\ufffdb/00"  # NUL: U+FFFD stands in, in the id and the task
+    long_run = by_task[long_id]
+    assert len(long_run) == 200 and long_run.startswith(f"{root.name}/v/LLL")
+    page_text = client.get("/runs/" + quote(by_task[ids["markup"]], safe="")).text
+    assert "<script>alert(1)</script>" not in page_text and "<img src=x" not in page_text
+    assert client.get("/api/runs").json()["stats"]["runs"] == 5
+
+
 def test_fields_coder_eval_may_add_are_ignored_without_a_warning(ingest, client, tmp_path):
     # Forward compatibility: unknown keys on the task, its criteria (CriterionResult allows
     # extra fields), its turns and commands, a result_kind of a later version, and the
