@@ -531,3 +531,57 @@ def test_fields_coder_eval_may_add_are_ignored_without_a_warning(ingest, client,
     data = api_run(client, f"{root.name}/v/future/00")
     assert (data["run"]["verdict"], data["run"]["steps"], data["run"]["score"]) == ("pass", 2, 0.8)
     assert [(c["id"], c["score"], c["passed"]) for c in data["criteria"]] == [("rubric_judge: graded", 0.8, True)]
+
+
+# -- the figures across runs: pass rates, replicates, tasks on one side only ---------------------
+
+def test_a_run_that_measured_nothing_but_graded_everything_has_coder_evals_pass_rate(ingest, client, tmp_path):
+    # RunSummary.pass_rate is None only when nothing_was_measured(not_graded, measured):
+    # ungraded rows AND no row with a weighted_score. A night whose every task errored with
+    # no score (no NOT_GRADED row) is a measured 0% with an error share of 100%.
+    root = tmp_path / "infra"
+    for name in ("a", "b", "c"):
+        write(root, task(name, status="ERROR", score=None, success_criteria_results=[]))
+    assert ingest(root).errors == []
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["graded"], stats["errored"], stats["measured"], stats["not_graded"], stats["pass_rate"]) == (3, 3, 0, 0, 0.0)
+    variant = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
+    assert (variant["pass_rate"], variant["decided"]) == (0.0, 3)
+    # one NOT_GRADED row makes it an execute night: nothing measured, no rate
+    write(root, task("d", status="NOT_GRADED", score=None, success_criteria_results=[]))
+    assert ingest(root).errors == []
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["graded"], stats["not_graded"], stats["pass_rate"]) == (3, 1, None)
+
+
+def test_replicates_that_disagree_and_tasks_on_one_side_only_through_compare(ingest, client, tmp_path):
+    # smoke: t1 replicates 00 pass / 01 fail (they disagree), t2 only in smoke, t4 with no
+    # cost; e2e: t1 00 and 01 pass, t3 only in e2e, t4 priced. Pairs by (task, replicate):
+    # (t1,0) pass/pass, (t1,1) fail/pass, (t4,0) fail/fail -> 3 pairs, agreement 2 of 3.
+    # Steps: smoke 1 + 1 + 1 = 3, e2e 3 + 3 + 4 = 10, saved 70%. Cost: the t4 pair has no
+    # smoke cost, so only the two t1 pairs count: 0.01 + 0.01 against 0.01 + 0.01.
+    root = tmp_path / "2026-08-08_08-08-08"
+    unpriced = {**PRICED, "total_cost_usd": None}
+    for variant, task_id, rep, status, n, usage in (
+            ("smoke", "t1", 0, "SUCCESS", 1, PRICED), ("smoke", "t1", 1, "FAILURE", 1, PRICED),
+            ("smoke", "t2", 0, "SUCCESS", 1, PRICED), ("smoke", "t4", 0, "FAILURE", 1, unpriced),
+            ("e2e", "t1", 0, "SUCCESS", 3, PRICED), ("e2e", "t1", 1, "SUCCESS", 3, PRICED),
+            ("e2e", "t3", 0, "SUCCESS", 2, PRICED), ("e2e", "t4", 0, "FAILURE", 4, PRICED)):
+        write(root, task(task_id, variant, status=status, score=1.0 if status == "SUCCESS" else 0.0,
+                         iterations=[dict(turns_of(n), token_usage=usage)], total_token_usage=usage), replicate=rep)
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "ab-test", "description": "",
+                                                         "variant_ids": ["smoke", "e2e"]}))
+    assert ingest(root).errors == []
+    data = client.get("/api/compare", params={"experiment": "ab-test", "a": "smoke", "b": "e2e"}).json()
+    s = data["summary"]
+    assert (s["paired"], s["only_a"], s["only_b"]) == (3, ["t2"], ["t3"])
+    assert s["confusion"] == {"pass_pass": 1, "pass_fail": 0, "fail_pass": 1, "fail_fail": 1}
+    assert s["verdict_agreement"] == {"agree": 2, "total": 3}
+    assert (s["steps"]["a"], s["steps"]["b"], s["steps"]["saved_pct"]) == (3, 10, pytest.approx(70.0))
+    assert (s["cost_usd"]["a"], s["cost_usd"]["b"], s["cost_usd"]["pairs"], s["cost_usd"]["missing"]) == (
+        pytest.approx(0.02), pytest.approx(0.02), 2, 1)
+    assert data["replicates"]["flaky_a"] == ["t1"] and data["replicates"]["flaky_b"] == []
+    shown = {v["variant"]: v for v in client.get("/api/experiments").json()["experiments"][0]["variants"]}
+    # by run: smoke 2 of 4, e2e 3 of 4; by task: smoke t1 mixed, t2 pass, t4 fail -> 1 of 2
+    assert (shown["smoke"]["pass_rate"], shown["smoke"]["tasks_mixed"], shown["smoke"]["task_pass_rate"]) == (0.5, 1, 0.5)
+    assert (shown["e2e"]["pass_rate"], shown["e2e"]["task_pass_rate"]) == (0.75, pytest.approx(2 / 3))
