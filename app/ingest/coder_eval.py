@@ -8,15 +8,19 @@ task.json (coder_eval's `EvaluationResult`) becomes one v1 run:
 - verdict from `final_status` by coder_eval's own categories (SUCCESS pass; FAILURE,
   TIMEOUT, MAX_TURNS_EXHAUSTED, TOKEN/COST_BUDGET_EXCEEDED fail; ERROR, BUILD_FAILED
   error; NOT_GRADED not graded); the status itself is kept as `source_status`;
-- one step per assistant turn (what `early_stop.sdk_turn_index` counts), its tool calls
-  (`iterations[].commands[]`) as actions with their results;
+- one step per assistant turn (what `early_stop.sdk_turn_index` counts; the
+  `assistant_turn_count` of an iteration whose agent surfaces no messages), its tool
+  calls (`iterations[].commands[]`) as actions with their results; the run's step count
+  is `total_assistant_turns`;
 - tokens as coder_eval counts them: `input` holds the uncached input and both cache
   buckets once (coder_eval's computed `input_tokens`), never the buckets twice;
 - cost: the whole bill (`run.json` row `total_cost_usd`, else agent + judge spend) and
   the agent's slice; unpriced stays null, never $0;
 - time: end to end (`duration_seconds`) and the agent's own (`agent_wall_ms`, else the
   sum of the positive iteration durations);
-- budgets from `task_config.resolved.run_limits`.
+- budgets from `task_config.resolved.run_limits`;
+- a field of another type than coder_eval documents is read as not given and named in a
+  warning on its run (app.ingest.coder_eval_fields), never a crash.
 
 The field-by-field mapping is in docs/upload.md.
 """
