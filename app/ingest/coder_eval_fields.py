@@ -2,14 +2,15 @@
 
 A task.json (or a run.json row) is written by coder_eval's pydantic models, so a field of
 another type than documented (a score written as `"0.5"`, a criterion type that is a
-list) is not coder_eval's meaning of anything. `conform` reads such a field as not given
-and says so in one warning naming the field, and keeps everything else: one odd value
-never costs the run. It also names values of the right type that coder_eval never
-writes: a `final_status`, `evaluation_status` or early-stop `reason` outside its enums, a
-`weighted_score` outside [0, 1].
+list) is not coder_eval's meaning of anything. `conform_task` (and `conform_row`, for a
+run.json row) reads such a field as not given and says so in one warning naming the
+field, and keeps everything else: one odd value never costs the run. It also names
+values of the right type that coder_eval never writes: a `final_status`,
+`evaluation_status` or early-stop `reason` outside its enums, a `weighted_score` or
+`gate_threshold` outside [0, 1].
 
-The document is never changed: `conform` returns a copy in which only the containers it
-walked are new.
+The document is never changed: it comes back as it is when every field fits, else
+a copy in which only the containers holding a field read as not given are new.
 
 Types are written as strings: `num` (int or float, never a bool), `int` (a float with no
 fraction counts, as pydantic reads it), `str`, `bool`, `dict`, `list`, `any`; a trailing
@@ -168,11 +169,17 @@ class _Walk:
                   "the rest kept")
 
     def dict_(self, spec: dict[str, Any], value: dict[str, Any], path: str) -> dict[str, Any]:
-        out = dict(value)
+        # Copied only when something in it changes: a well-formed document comes back as it
+        # was, without a copy of its thousands of messages and commands.
+        out = value
         for key, sub in spec.items():
             if key == "?" or key not in value:
                 continue
             checked = self.value(sub, value[key], f"{path}.{key}" if path else key)
+            if checked is value[key]:
+                continue
+            if out is value:
+                out = dict(value)
             if checked is _DROP:
                 del out[key]
             else:
@@ -192,12 +199,14 @@ class _Walk:
                 self.wrong(path, "a list", value)
                 return _DROP
             item = spec[0]
-            out = []
+            out: list[Any] = []
+            changed = False
             for i, v in enumerate(value):
                 checked = self.value(item, v, f"{path}[{i}]")
+                changed = changed or checked is not v
                 if checked is not _DROP:
                     out.append(checked)
-            return out
+            return out if changed else value
         nullable = spec.endswith("?")
         kind = spec.rstrip("?")
         if value is None and nullable:
@@ -239,9 +248,7 @@ def conform_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         gate = early.get("gate_threshold")
         if isinstance(gate, (int, float)) and not 0 <= gate <= 1:
             walk.warn(f"early_stop.gate_threshold {gate:g} is outside [0, 1]; read as not given (1, every armed criterion)")
-            early = dict(early)
-            del early["gate_threshold"]
-            out["early_stop"] = early
+            out = {**out, "early_stop": {k: v for k, v in early.items() if k != "gate_threshold"}}
     for key in ("success_criteria_results", "post_failure_criteria_results"):
         for i, res in enumerate(out.get(key) or ()):
             status_ = res.get("evaluation_status")

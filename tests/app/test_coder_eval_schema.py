@@ -129,6 +129,25 @@ def test_fields_of_the_wrong_type_are_named_and_the_rest_of_the_run_is_read(inge
     assert api_run(client, "odd/v/good/00")["run"]["warnings"] in (None, [])
 
 
+def test_the_check_never_changes_the_document_and_copies_only_what_it_reads_otherwise():
+    from qita_board.ingest.coder_eval_fields import conform_task
+
+    good = task("good", iterations=[turns_of(2), turns_of(1)])
+    same, said = conform_task(good)
+    assert same is good and said == []  # a well-formed task.json is read as it is, no copy
+    bad = task("bad", iterations=[turns_of(2), turns_of(1)], early_stop={"reason": "criterion_passed", "gate_threshold": 2})
+    bad["iterations"][0]["commands"][1]["tool_name"] = 7
+    before = orjson.dumps(bad)
+    read, said = conform_task(bad)
+    assert orjson.dumps(bad) == before  # the input is untouched
+    assert "tool_name" not in read["iterations"][0]["commands"][1] and "gate_threshold" not in read["early_stop"]
+    # what held no odd field is the very same object
+    assert read["iterations"][1] is bad["iterations"][1] and read["iterations"][0]["commands"][0] is bad["iterations"][0]["commands"][0]
+    assert [m.split(": ", 1)[1] for m in said] == [
+        "field 'iterations[0].commands[1].tool_name' should be a string, not a number (7); read as not given, the rest kept",
+        "early_stop.gate_threshold 2 is outside [0, 1]; read as not given (1, every armed criterion)"]
+
+
 def test_a_task_json_that_is_no_object_or_no_json_is_one_error_and_the_others_are_read(ingest, tmp_path):
     root = tmp_path / "broken"
     write(root, b"[1, 2]", variant="v", folder="list")
