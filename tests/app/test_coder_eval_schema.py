@@ -604,3 +604,36 @@ def test_replicates_that_disagree_and_tasks_on_one_side_only_through_compare(ing
     # by run: smoke 2 of 4, e2e 3 of 4; by task: smoke t1 mixed, t2 pass, t4 fail -> 1 of 2
     assert (shown["smoke"]["pass_rate"], shown["smoke"]["tasks_mixed"], shown["smoke"]["task_pass_rate"]) == (0.5, 1, 0.5)
     assert (shown["e2e"]["pass_rate"], shown["e2e"]["task_pass_rate"]) == (0.75, pytest.approx(2 / 3))
+
+
+# -- zips of every layout ---------------------------------------------------------------------
+
+def test_a_zip_of_a_results_folder_without_run_json_or_of_one_variant_is_read(client, tmp_path):
+    # run.json is written when the run ends: a run stopped before that, or one variant's
+    # folder zipped on its own, holds task.json files only. Each is read as the same
+    # folder would be (docs/upload.md: "a .zip of any of them").
+    import io
+    import zipfile
+
+    def zipped(files: dict[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            for name, doc in files.items():
+                zf.writestr(name, orjson.dumps(doc))
+        return buf.getvalue()
+
+    def upload(name: str, data: bytes) -> dict[str, Any]:
+        return client.post("/api/traces", params={"wait": "true"},
+                           files=[("files", (name, data, "application/zip"))]).json()
+
+    body = upload("night.zip", zipped({"night/smoke/t1/00/task.json": task("t1", "smoke"),
+                                       "night/smoke/t1/01/task.json": task("t1", "smoke", status="FAILURE", score=0.0),
+                                       "night/e2e/t1/00/task.json": task("t1", "e2e")}))
+    assert body["errors"] == [] and body["rejected"] == []
+    assert sorted(body["runs_created"]) == ["night/e2e/t1/00", "night/smoke/t1/00", "night/smoke/t1/01"]
+    body = upload("smoke-only.zip", zipped({"smoke/t2/00/task.json": task("t2", "smoke")}))
+    assert body["errors"] == [] and len(body["runs_created"]) == 1
+    run = api_run(client, body["runs_created"][0])["run"]
+    assert (run["variant"], run["task_id"], run["verdict"]) == ("smoke", "t2", "pass")
+    body = upload("one.zip", zipped({"task.json": task("t3")}))
+    assert body["errors"] == [] and len(body["runs_created"]) == 1
