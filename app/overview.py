@@ -6,9 +6,11 @@
   verdict yet (running, abandoned) are counted apart and are not in the pass rate.
 - Pass rate = pass / (pass + fail + error), as coder_eval counts it, with a 95% Wilson
   score interval (z = 1.96): wide when few runs decide it, never outside [0, 1]. None
-  when none of those runs was measured (coder_eval's `pass_rate` is null then: an
-  `execute` night whose only graded rows are crashes and budget breaches, with no
-  `weighted_score`, was never measured, and 0% would read as a total failure).
+  when runs were not graded and none of the others was measured (coder_eval's
+  `nothing_was_measured`: an `execute` night whose only graded rows are crashes and
+  budget breaches, with no `weighted_score`, was never measured, and 0% would read as a
+  total failure). Without a not-graded run the rate stands, as coder_eval's does (a
+  run.json from before `execute` counts no measured row at all).
 - Median cost is the median of the runs that recorded a cost (an even count averages
   the middle two); runs without one are left out and counted in `cost_missing`.
 """
@@ -22,12 +24,13 @@ from typing import Any, Optional
 Z95 = 1.959963984540054
 
 
-def pass_rate(passed: int, failed: int, errored: int = 0, measured: Optional[int] = None) -> Optional[float]:
+def pass_rate(passed: int, failed: int, errored: int = 0, measured: Optional[int] = None,
+              not_graded: int = 0) -> Optional[float]:
     """pass / (pass + fail + error), or None when no run has one of those verdicts, or when
-    `measured` (how many of them carry a measured verdict, app.queries.run_list.MEASURED)
-    is 0."""
+    `not_graded` runs were not graded and `measured` (how many of the others carry a
+    measured verdict, app.queries.run_list.MEASURED) is 0."""
     n = passed + failed + errored
-    return passed / n if n and measured != 0 else None
+    return passed / n if n and not (not_graded > 0 and measured == 0) else None
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> Optional[tuple[float, float]]:
@@ -54,7 +57,7 @@ def variant_figures(counts: dict[str, Any], costs: list[float]) -> dict[str, Any
     """One variant's row: counts by verdict, pass rate with its interval, median cost."""
     passed, failed, errored = counts["passed"], counts["failed"], counts["errored"]
     decided = passed + failed + errored
-    rate = pass_rate(passed, failed, errored, counts.get("measured"))
+    rate = pass_rate(passed, failed, errored, counts.get("measured"), counts.get("not_graded") or 0)
     interval = wilson(passed, decided) if rate is not None else None
     return {
         **counts,

@@ -392,9 +392,15 @@ class Ingestor:
         src.rewrite = prev is not None and bool(prev["content_hash"])
         src.reload = _reload_for(src) if src.rewrite else None
         assert src.produce is not None  # a document source always has its producer
+        src.notes.clear()
         records, errors = src.produce()
         for line, message in errors:
             report.errors.append(IngestIssue(src.label, line, message))
+        # What the producer said of a run it kept: listed with the upload and kept on the run.
+        run_warnings: dict[str, list[str]] = {}
+        for run_id, message in src.notes:
+            report.warnings.append(IngestIssue(src.label, None, message))
+            run_warnings.setdefault(run_id, []).append(message)
         batch = self._new_batch(src)
         for rec in records:
             rec, err, warns = validate_record(rec)
@@ -405,7 +411,8 @@ class Ingestor:
                     report.warnings.append(IngestIssue(src.label, None, w))
                 batch.add(rec, None, 0)
         self._commit(src, report, batch.close(), {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
-                                          "offset": st.st_size, "lines": 0}, closed=closed, end_of_pass=True)
+                                          "offset": st.st_size, "lines": 0}, closed=closed, end_of_pass=True,
+                     run_warnings=run_warnings)
         if self.progress:
             self.progress(st.st_size)
 

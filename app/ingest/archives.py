@@ -2,8 +2,9 @@
 
 Trace files inside (`.jsonl`, `.jsonl.gz`) are read from the archive as they are
 ingested, never unpacked to disk. Folders with a layout of their own (QitOS runs, a
-coder_eval results folder: recognised by their `manifest.json` / `run.json`) are unpacked
-into a private temporary folder (`app.tempfiles`) and read from there.
+coder_eval results folder or any part of one: recognised by their `manifest.json`,
+`run.json`, `experiment.json` or `task.json`) are unpacked into a private temporary
+folder (`app.tempfiles`) and read from there.
 
 Limits, all counted on the bytes actually produced (headers can lie): the number of
 entries (`max_archive_entries`), the total decompressed size (`max_archive_bytes`), and
@@ -32,7 +33,9 @@ from .sources import Discovery, Source, is_trace_file, walk_folder
 
 CHUNK = 1 << 20
 #: Files that mark a folder as a layout read as a whole (unpacked, then read from disk).
-LAYOUT_MARKERS = ("manifest.json", "run.json")
+#: A coder_eval results folder has run.json only once its run ended, and a variant or
+#: task folder zipped on its own has none: its task.json files mark it too.
+LAYOUT_MARKERS = ("manifest.json", "run.json", "experiment.json", "task.json")
 ENTRY_FAILURES = (*ENTRY_ERRORS, zipfile.BadZipFile)
 
 

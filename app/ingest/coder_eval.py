@@ -8,15 +8,19 @@ task.json (coder_eval's `EvaluationResult`) becomes one v1 run:
 - verdict from `final_status` by coder_eval's own categories (SUCCESS pass; FAILURE,
   TIMEOUT, MAX_TURNS_EXHAUSTED, TOKEN/COST_BUDGET_EXCEEDED fail; ERROR, BUILD_FAILED
   error; NOT_GRADED not graded); the status itself is kept as `source_status`;
-- one step per assistant turn (what `early_stop.sdk_turn_index` counts), its tool calls
-  (`iterations[].commands[]`) as actions with their results;
+- one step per assistant turn (what `early_stop.sdk_turn_index` counts; the
+  `assistant_turn_count` of an iteration whose agent surfaces no messages), its tool
+  calls (`iterations[].commands[]`) as actions with their results; the run's step count
+  is `total_assistant_turns`;
 - tokens as coder_eval counts them: `input` holds the uncached input and both cache
   buckets once (coder_eval's computed `input_tokens`), never the buckets twice;
 - cost: the whole bill (`run.json` row `total_cost_usd`, else agent + judge spend) and
   the agent's slice; unpriced stays null, never $0;
 - time: end to end (`duration_seconds`) and the agent's own (`agent_wall_ms`, else the
   sum of the positive iteration durations);
-- budgets from `task_config.resolved.run_limits`.
+- budgets from `task_config.resolved.run_limits`;
+- a field of another type than coder_eval documents is read as not given and named in a
+  warning on its run (app.ingest.coder_eval_fields), never a crash.
 
 The field-by-field mapping is in docs/upload.md.
 """
@@ -27,6 +31,7 @@ import os
 from datetime import datetime
 from typing import Any, Iterator, Optional
 
+from .coder_eval_fields import conform_row, conform_task
 from .sources import Source, join_label, key_for, read_json_document
 
 MAX_TASK_JSON = 512 * 1024 * 1024
@@ -147,10 +152,12 @@ def tokens(usage: Any) -> Optional[dict[str, Optional[int]]]:
         write = _int(usage.get("cache_creation_tokens"))
     out = _int(usage.get("output_tokens"))
     if uncached is None and read is None and write is None and out is None:
-        return None
-    tin = None if uncached is None and read is None and write is None else (uncached or 0) + (read or 0) + (write or 0)
-    total = None if tin is None and out is None else (tin or 0) + (out or 0)
-    return {"input": tin, "output": out, "total": total, "cache_read": read, "cache_write": write}
+        return None  # no bucket at all: the usage is unknown, not zero
+    # A bucket TokenUsage does not carry is 0 there (each defaults to 0): a file of an
+    # older version without the cache buckets read them as none.
+    uncached, read, write, out = uncached or 0, read or 0, write or 0, out or 0
+    return {"input": uncached + read + write, "output": out, "total": uncached + read + write + out,
+            "cache_read": read, "cache_write": write}
 
 
 def _add_tokens(a: Optional[dict[str, Any]], b: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
@@ -194,12 +201,24 @@ def _turns(iteration: dict[str, Any]) -> list[tuple[Optional[dict[str, Any]], li
 
     Commands belong to the assistant message that issued them (`tool_use_ids`), else to
     the turn their `assistant_turn_index` names. An iteration whose agent reports no
-    messages has one turn per distinct `assistant_turn_index`, or one turn in all.
+    messages (coder_eval: "may be empty for agents/modes that don't surface message
+    detail") still has the `assistant_turn_count` turns coder_eval counted, each with the
+    calls whose `assistant_turn_index` names it (a call without one stays with the call
+    before it); without that count, one turn per distinct index, or one turn in all.
     """
     commands = [c for c in _list(iteration.get("commands")) if isinstance(c, dict)]
     messages = [m for m in _list(iteration.get("messages"))
                 if isinstance(m, dict) and m.get("role") == "assistant"]
     if not messages:
+        counted = _int(iteration.get("assistant_turn_count"))
+        indexes = [_int(c.get("assistant_turn_index")) for c in commands]
+        if counted is not None and counted > 0 and all(i is None or i >= 0 for i in indexes):
+            slots: list[list[dict[str, Any]]] = [[] for _ in range(max([counted] + [i + 1 for i in indexes if i is not None]))]
+            current = 0
+            for c, i in zip(commands, indexes):
+                current = i if i is not None else current
+                slots[current].append(c)
+            return [(None, calls) for calls in slots]
         by_index: dict[Any, list[dict[str, Any]]] = {}
         for c in commands:
             by_index.setdefault(_int(c.get("assistant_turn_index")), []).append(c)
@@ -279,7 +298,7 @@ def task_steps(run_id: str, task: dict[str, Any], events: Optional[list[dict[str
     assistant turn adds no step; what it says goes to `events` (when given)."""
     early = _dict(task.get("early_stop"))
     stop_call = _int(early.get("tool_call_index")) if early else None
-    iterations = [it for it in _list(task.get("iterations", task.get("turns"))) if isinstance(it, dict)]
+    iterations = _iterations(task)
     steps: list[dict[str, Any]] = []
     call_no = 0
     previous_crashed = False
@@ -358,6 +377,12 @@ def task_steps(run_id: str, task: dict[str, Any], events: Optional[list[dict[str
         steps[-1]["decision"]["final_answer"] = steps[-1]["decision"]["rationale"]
         steps[-1]["decision"]["mode"] = "final"
     return steps
+
+
+def _iterations(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """A task.json's turn records: `iterations`, or `turns`, the legacy name coder_eval still reads."""
+    holder = task.get("iterations") if "iterations" in task else task.get("turns")
+    return [it for it in _list(holder) if isinstance(it, dict)]
 
 
 def _msg_usage(message: dict[str, Any]) -> dict[str, Any]:
@@ -446,7 +471,11 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
         key = (res.get("criterion_type"), res.get("description"))
         config = configured.get(key, {})
         used.add(key)
-        specs.append(_spec(cid, base, res.get("criterion_type"), res.get("description"), res.get("gating", True),
+        # `gating` as the result says; a result written before the field existed reads
+        # back as gating in coder_eval, though its own gate then excluded a weight-0
+        # criterion: the configured weight says which it was.
+        gating = res["gating"] if isinstance(res.get("gating"), bool) else _config_gating(config)
+        specs.append(_spec(cid, base, res.get("criterion_type"), res.get("description"), gating,
                            res.get("pass_threshold"), config, armed, enabled))
         evaluated = res.get("evaluation_status", "evaluated") != "not_evaluated"
         details = res.get("details")
@@ -469,10 +498,19 @@ def _criteria(task: dict[str, Any], armed: list[str], enabled: bool
         seen[base] = seen.get(base, 0) + 1
         cid = base if seen[base] == 1 else f"{base} ({seen[base]})"
         ids.setdefault(base, cid)
-        weight = _num(config.get("weight"))
-        specs.append(_spec(cid, base, key[0], key[1], config.get("gating", weight != 0.0), config.get("pass_threshold"),
+        specs.append(_spec(cid, base, key[0], key[1], _config_gating(config), config.get("pass_threshold"),
                            config, armed, enabled))
     return specs, results, ids
+
+
+def _config_gating(config: dict[str, Any]) -> bool:
+    """Whether a configured criterion gates: coder_eval's `is_gating` is `weight > 0` (weight
+    0 is informational; an unset weight is the default 1). A `gating` key (qita's own
+    spelling) is read as written."""
+    if isinstance(config.get("gating"), bool):
+        return config["gating"]
+    weight = _num(config.get("weight"))
+    return weight is None or weight > 0
 
 
 def _spec(cid: str, base: str, ctype: Any, description: Any, gating: Any, threshold: Any, config: dict[str, Any],
@@ -481,10 +519,14 @@ def _spec(cid: str, base: str, ctype: Any, description: Any, gating: Any, thresh
     configuration) and its configuration (which says whether and how it can stop the run)."""
     stop = config.get("stop_early")
     # `stop_early` arms a criterion: it always stops on a live fail, and also on a
-    # live pass when `on_pass: stop` (coder_eval's task definition).
+    # live pass when `on_pass: stop` (coder_eval's task definition). The first release of
+    # early stop (its design, seeds/coder-eval-early-stop-pr.md) armed it with
+    # `stop_when: pass|fail|decided`, read as it says.
     stop_when = None
     if isinstance(stop, dict):
         stop_when = "decided" if stop.get("on_pass") == "stop" else "fail"
+    elif config.get("stop_when") in ("pass", "fail", "decided"):
+        stop_when = config["stop_when"]
     elif base in armed:
         stop_when = "decided"
     threshold = _num(threshold)
@@ -522,10 +564,17 @@ def _early_stop_enabled(limits: dict[str, Any], configured_armed: bool, early: d
     return switch is True or configured_armed
 
 
+#: The live verdict each early-stop reason means for its deciding criterion (results.py's
+#: EarlyStopReason: a budget that expired undecided is an effective fail).
+LIVE_VERDICT = {"criterion_passed": "pass", "criterion_failed": "fail", "decision_budget_exceeded": "fail"}
+
+
 def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant: str, task_name: str,
-                 replicate: int, context: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+                 replicate: int, context: Optional[dict[str, Any]] = None,
+                 notes: Optional[list[str]] = None) -> list[dict[str, Any]]:
     """The v1 records of one task.json. `context`: what the results folder says about the
-    run (`experiment_id`, `description`, `results_run_id`, the run.json row)."""
+    run (`experiment_id`, `description`, `results_run_id`, the run.json row). `notes`, when
+    given, gets what the reading found worth a warning (the figures disagree)."""
     context = context or {}
     row = _dict(context.get("row"))
     task_id = _str(task.get("task_id")) or task_name
@@ -558,7 +607,8 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         "total_assistant_turns": task.get("total_assistant_turns"),
         "iteration_count": task.get("iteration_count"),
         "weighted_score": task.get("weighted_score"),
-        "cost_complete": row.get("cost_complete"),
+        # the row's flag, else coder_eval's rule on the task.json: costs are a floor when false
+        "cost_complete": row["cost_complete"] if isinstance(row.get("cost_complete"), bool) else cost_complete(task),
         "initial_prompt": resolved.get("initial_prompt"),
         "source_file": _dict(task.get("task_config")).get("source_file"),
     }.items() if v is not None}
@@ -596,16 +646,29 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
                         "elapsed_s": _num(early.get("elapsed_seconds")),
                         "turns_remaining": _int(early.get("turns_remaining_at_stop")),
                         "gate_threshold": _num(early.get("gate_threshold"))})
-        if deciding and turn is not None:
-            live = {"criterion_passed": "pass"}.get(_str(early.get("reason")) or "", "fail")
+        live = LIVE_VERDICT.get(_str(early.get("reason")) or "")
+        if deciding and turn is not None and live is not None:
             for r in results:
                 if r["id"] == deciding:
                     r["live_verdict"] = live
                     r["decided_at_step"] = turn
-    records.append(_run_end(task, run_id=run_id, status_key=status_key, status=status, early=early,
-                            deciding_details=next((r.get("details") for r in results if r["id"] == deciding), None),
-                            steps=steps, row=row))
+    end = _run_end(task, run_id=run_id, status_key=status_key, status=status, early=early,
+                   deciding_details=next((r.get("details") for r in results if r["id"] == deciding), None),
+                   steps=steps, row=row)
+    records.append(end)
+    if notes is not None and end["steps"] != len(steps):
+        notes.append(f"task.json: total_assistant_turns is {end['steps']} but its transcript holds {len(steps)} "
+                     f"assistant turn(s); the run shows {max(end['steps'], len(steps))} steps")
     return records
+
+
+def agent_wall_s(iterations: list[Any]) -> Optional[float]:
+    """The agent's own time without run.json's `agent_wall_ms`, by coder_eval's rule: the sum
+    of the positive `iterations[].duration_seconds` (a task.json's turn records or a run.json
+    row's digest of them); None when no turn was timed."""
+    timed = [d for d in (_num(it.get("duration_seconds")) for it in iterations if isinstance(it, dict))
+             if d is not None and d > 0]
+    return sum(timed) if timed else None
 
 
 def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], status: Optional[str],
@@ -636,12 +699,8 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
         _num(_dict(task.get("total_token_usage")).get("total_cost_usd"))
     cost = _num(row.get("total_cost_usd")) if "total_cost_usd" in row else _bill(task, agent_cost)
     agent_ms = _num(row.get("agent_wall_ms"))
-    if agent_ms is None:
-        timed = [d for d in (_num(it.get("duration_seconds")) for it in _list(task.get("iterations"))
-                             if isinstance(it, dict)) if d is not None and d > 0]
-        agent_s = sum(timed) if timed else None
-    else:
-        agent_s = agent_ms / 1000
+    agent_s = agent_ms / 1000 if agent_ms is not None else agent_wall_s(_iterations(task))
+    turns = _int(task.get("total_assistant_turns"))
     commands = _int(task.get("actual_commands"))
     if commands is None:
         commands = sum(len(s["actions"]) for s in steps)
@@ -662,7 +721,8 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
             "stop_reason": stop_reason, "stop_detail": stop_detail, "final_result": final,
             "verdict": verdict, "verdict_reason": reason, "source_status": status,
             "score": _num(task.get("weighted_score")),
-            "steps": len(steps), "tool_calls": commands, "tokens": usage,
+            # coder_eval's own count of assistant turns, which the steps are
+            "steps": turns if turns is not None and turns >= 0 else len(steps), "tool_calls": commands, "tokens": usage,
             "cost_usd": cost, "agent_cost_usd": agent_cost,
             "elapsed_s": _num(task.get("duration_seconds")), "agent_elapsed_s": agent_s,
             "failure_report": report or None}
@@ -672,7 +732,10 @@ def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: d
     """The v1 records of a run.json row that has no task.json (coder_eval counts it in
     `tasks_run`: a task that failed before it could be recorded, e.g. "docker daemon is not
     responding"). The row is a flat summary: its status, tokens (`input_tokens` there is
-    the *uncached* input), cost, times and turn count; no steps."""
+    the *uncached* input), cost, times and turn count; no steps. The turns and the agent's
+    time are read as for a task.json, from the row's digest of its turn records
+    (`iterations[]`: each one's `assistant_turn_count` and `duration_seconds`) when it has
+    one; a row written before `agent_wall_ms` existed has only the digest."""
     status = _str(row.get("status"))
     key = status.upper() if status else None
     error = _str(row.get("error_message"))
@@ -700,24 +763,69 @@ def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: d
     if reason and error:
         reason += f" ({error})"
     agent_ms = _num(row.get("agent_wall_ms"))
+    digest = [it for it in _list(row.get("iterations")) if isinstance(it, dict)]
+    counted = [_int(it.get("assistant_turn_count")) for it in digest]
+    # The steps are assistant turns (as for a task.json's total_assistant_turns); the row's
+    # `total_turns` counts SDK calls (num_turns), the same on most agents, and stands in
+    # when the row has no digest.
+    steps = sum(c for c in counted if c) if digest and all(c is not None for c in counted) \
+        else (_int(row.get("total_turns")) or 0)
+    stopped = row.get("stopped_early") is True
     end = {"type": "run_end", "run_id": run_id, "status": LIFECYCLE.get(key, "completed") if key else None,
-           "stop_reason": STATUS_STOP_REASON.get(key, "final") if key else None, "stop_detail": error,
+           "stop_reason": ("early_stop" if stopped else STATUS_STOP_REASON.get(key, "final")) if key else None,
+           "stop_detail": error,
            "verdict": STATUS_VERDICT.get(key) if key else None, "verdict_reason": reason, "source_status": status,
-           "score": _num(row.get("weighted_score")), "steps": _int(row.get("total_turns")) or 0,
+           "score": _num(row.get("weighted_score")), "steps": steps,
            "tool_calls": _int(row.get("actual_commands")), "tokens": usage,
            "cost_usd": _num(row.get("total_cost_usd")), "agent_cost_usd": _num(row.get("agent_cost_usd")),
-           "elapsed_s": _num(row.get("duration")), "agent_elapsed_s": agent_ms / 1000 if agent_ms is not None else None,
+           "elapsed_s": _num(row.get("duration")),
+           "agent_elapsed_s": agent_ms / 1000 if agent_ms is not None else agent_wall_s(digest),
            "failure_report": {"error_message": error} if error else None, "provisional": True}
-    return [start, end]
+    if not stopped:
+        return [start, end]
+    # The row says the run stopped early, and why; which criterion decided it is in the task.json alone.
+    gate = _num(row.get("gate_threshold"))
+    early = {"type": "early_stop", "run_id": run_id, "reason": _str(row.get("early_stop_reason")),
+             "turns_remaining": _int(row.get("turns_remaining_at_stop")),
+             "gate_threshold": gate if gate is not None and 0 <= gate <= 1 else None}
+    return [start, early, end]
+
+
+#: Criterion types whose results are judge results when a result does not say its
+#: `result_kind` (coder_eval's JUDGE_CRITERION_TYPES, results.py).
+JUDGE_TYPES = frozenset({"llm_judge", "agent_judge", "system_one_judge"})
+
+
+def _is_judge(result: dict[str, Any]) -> bool:
+    """A judge result as coder_eval dispatches it: `result_kind` when given, else the type."""
+    kind = result.get("result_kind")
+    return kind == "judge" if kind else result.get("criterion_type") in JUDGE_TYPES
 
 
 def _bill(task: dict[str, Any], agent_cost: Optional[float]) -> Optional[float]:
-    """The whole bill without run.json: the agent's spend plus each judge's (a judge's
-    token_usage is kept apart from the agent's). None when nothing was priced."""
+    """The whole bill without run.json, as coder_eval's row adds it: the agent's spend plus
+    each judge's (a judge's token_usage is kept apart from the agent's), the post-failure
+    diagnostic judges included (their calls were paid for too). None when nothing was
+    priced. Simulator spend needs coder_eval's rate card: without run.json it is left out."""
     judges = [_num(_dict(r.get("token_usage")).get("total_cost_usd"))
-              for r in _list(task.get("success_criteria_results")) if isinstance(r, dict)]
+              for key in ("success_criteria_results", "post_failure_criteria_results")
+              for r in _list(task.get(key)) if isinstance(r, dict) and _is_judge(r)]
     parts = [p for p in (agent_cost, *judges) if p is not None]
     return sum(parts) if parts else None
+
+
+def cost_complete(task: dict[str, Any]) -> bool:
+    """Whether a task.json's recorded spend is the whole of it, by coder_eval's row rule
+    (REPORT_SCHEMA.md: "unpriced model, or a hard kill that lost an in-flight turn"): a
+    TIMEOUT lost its in-flight turn; a turn that used tokens but has no cost was not priced."""
+    status = task.get("final_status")
+    if isinstance(status, str) and status.upper() == "TIMEOUT":
+        return False
+    for it in _iterations(task):
+        usage = tokens(it.get("token_usage"))
+        if usage is not None and usage["total"] and _num(_dict(it.get("token_usage")).get("total_cost_usd")) is None:
+            return False
+    return True
 
 
 # -- finding task.json files -------------------------------------------------------------------
@@ -820,12 +928,29 @@ class _Context:
             ctx["experiment_id"] = _str(exp.get("experiment_id"))
             ctx["description"] = _str(exp.get("description"))
             ctx["framework_version"] = _str(run.get("framework_version"))
+            ctx["row_notes"] = {}
             for r in _list(run.get("task_results")):
                 if isinstance(r, dict):
+                    r, notes = conform_row(r)
                     key = (_str(r.get("variant_id")), _str(r.get("task_id")), _int(r.get("replicate_index")) or 0)
                     ctx["rows"][key] = r
+                    if notes:
+                        ctx["row_notes"][key] = notes
         self._cache[root] = ctx
         return ctx
+
+
+def row_key(rows: dict[tuple[Any, Any, int], Any], variant: str, task_id: str, replicate: int
+            ) -> Optional[tuple[Any, Any, int]]:
+    """The key of the run.json row of (variant, task id, replicate). coder_eval writes a
+    row's `variant_id` as null when its caller named no variant (its task.json then says
+    "default", EvaluationResult's default): such a row stands for the task's run in
+    whatever variant holds it, when only one does."""
+    if (variant, task_id, replicate) in rows:
+        return (variant, task_id, replicate)
+    if (None, task_id, replicate) in rows:
+        return (None, task_id, replicate)
+    return None
 
 
 def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str, str, str, str, int]:
@@ -843,12 +968,20 @@ def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str
     task_id = _str(task.get("task_id")) or task_name
     results = ctx.get("results_run_id") or _str(task.get("started_at")) or "coder_eval"
     experiment = ctx.get("experiment_id") or ctx.get("results_run_id") or "coder_eval"
-    run_id = f"{results}/{variant}/{task_id}/{replicate:02d}"
+    return make_run_id(results, variant, task_id, replicate), experiment[:400], variant, task_name, replicate
+
+
+def make_run_id(results: str, variant: str, task_id: str, replicate: int) -> str:
+    """`RESULTS/VARIANT/TASK/NN`, the one spelling of a coder_eval run's id (a task.json's and
+    a run.json row's alike). A run id is at most 200 characters (a longer one ends in a hash
+    of the whole) and holds no NUL (a key PostgreSQL refuses: U+FFFD stands in), so no
+    task id, however odd, costs its run."""
+    run_id = f"{results}/{variant}/{task_id}/{replicate:02d}".replace("\x00", "\ufffd")
     if len(run_id) > 200:
         import hashlib
 
-        run_id = run_id[:183] + "~" + hashlib.sha1(run_id.encode()).hexdigest()[:16]
-    return run_id, experiment[:400], variant, task_name, replicate
+        run_id = run_id[:183] + "~" + hashlib.sha1(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return run_id
 
 
 def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context, bound: Optional[str],
@@ -859,20 +992,31 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
         if err:
             return [], [(None, err)]
         if not isinstance(doc, dict) or not (doc.get("final_status") is not None or "success_criteria_results" in doc
-                                             or "iterations" in doc):
+                                             or "iterations" in doc or "turns" in doc):
             return [], [(None, "not a coder_eval task.json: no final_status, success_criteria_results or iterations")]
-        ctx = contexts.of(_results_root(os.path.dirname(path), bound), named=holder)
-        run_id, experiment, variant, task_name, replicate = _identity(path, doc, ctx)
-        row = ctx["rows"].get((variant, _str(doc.get("task_id")) or task_name, replicate))
-        return task_records(doc, run_id=run_id, experiment=experiment, variant=variant, task_name=task_name,
-                            replicate=replicate, context={**ctx, "row": row}), []
+        # Fields of the wrong type are read as not given, each named in a warning on the run.
+        doc, notes = conform_task(doc)
+        try:
+            ctx = contexts.of(_results_root(os.path.dirname(path), bound), named=holder)
+            run_id, experiment, variant, task_name, replicate = _identity(path, doc, ctx)
+            key = row_key(ctx["rows"], variant, _str(doc.get("task_id")) or task_name, replicate)
+            notes += ctx.get("row_notes", {}).get(key, []) if key else []
+            records = task_records(doc, run_id=run_id, experiment=experiment, variant=variant, task_name=task_name,
+                                   replicate=replicate, context={**ctx, "row": ctx["rows"].get(key) if key else None},
+                                   notes=notes)
+        except Exception as exc:  # noqa: BLE001 -- a shape no check foresaw: this file is refused, never the ingest
+            return [], [(None, f"could not read this task.json ({type(exc).__name__}: {str(exc)[:200]}); "
+                               "the other files are read")]
+        src.notes.extend((run_id, n) for n in notes)
+        return records, []
 
     try:
         size = os.path.getsize(path)
     except OSError:
         size = 0
-    return Source(key=key_for(path, label, key_prefix), label=label, path=path, kind="document",
-                  source_format="coder_eval", produce=produce, size=size)
+    src = Source(key=key_for(path, label, key_prefix), label=label, path=path, kind="document",
+                 source_format="coder_eval", produce=produce, size=size)
+    return src
 
 
 def _holder_name(label: str) -> Optional[str]:
@@ -900,22 +1044,30 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
     for (variant, task_id, replicate), row in sorted(ctx["rows"].items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         if (variant, task_id, replicate) in seen or not task_id:
             continue
+        if variant is None and any((t, r) == (task_id, replicate) for _v, t, r in seen):
+            continue  # a row without variant_id whose task.json is here (row_key)
         expected = os.path.join(root, variant or "default", *str(task_id).split("/"), f"{replicate:02d}", TASK_FILE)
         rel = os.path.relpath(expected, folder).replace(os.sep, "/")
         src_label = join_label(label, rel)
         results = ctx.get("results_run_id") or "coder_eval"
-        run_id = f"{results}/{variant or 'default'}/{task_id}/{replicate:02d}"
+        run_id = make_run_id(results, variant or "default", task_id, replicate)
         experiment = (ctx.get("experiment_id") or results)[:400]
 
-        def produce(row=row, run_id=run_id, experiment=experiment) -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+        src = Source(key=key_for(run_json, join_label(label, os.path.relpath(run_json, folder)), key_prefix)
+                     + f"#{variant}/{task_id}/{replicate:02d}",
+                     label=join_label(label, os.path.relpath(run_json, folder).replace(os.sep, "/"))
+                     + f" (row {task_id} #{replicate}, no task.json)",
+                     path=run_json, kind="document", source_format="coder_eval",
+                     origin=key_for(expected, src_label, key_prefix), origin_label=src_label)
+
+        def produce(row=row, run_id=run_id, experiment=experiment, src=src,
+                    notes=ctx.get("row_notes", {}).get((variant, task_id, replicate), [])
+                    ) -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+            src.notes.extend((run_id, n) for n in notes)
             return row_records(row, run_id=run_id, experiment=experiment, context=ctx), []
 
-        out.append(Source(key=key_for(run_json, join_label(label, os.path.relpath(run_json, folder)), key_prefix)
-                          + f"#{variant}/{task_id}/{replicate:02d}",
-                          label=join_label(label, os.path.relpath(run_json, folder).replace(os.sep, "/"))
-                          + f" (row {task_id} #{replicate}, no task.json)",
-                          path=run_json, kind="document", source_format="coder_eval", produce=produce,
-                          origin=key_for(expected, src_label, key_prefix), origin_label=src_label))
+        src.produce = produce
+        out.append(src)
     return out
 
 

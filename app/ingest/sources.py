@@ -53,6 +53,10 @@ class Source:
     rewrite: bool = False
     #: during such a pass over an upload, its reload (app.ingest.overwrite.Reload)
     reload: Optional[Any] = None
+    #: for whole-document sources: (run id, message) pairs `produce` found while reading a
+    #: run it kept (a field of the wrong type, read as absent): each is listed in the
+    #: report and shown on the run's page, and the rest of the run is read
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

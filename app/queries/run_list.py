@@ -219,8 +219,9 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         func.sum(case((RUNS.c.early_stopped.is_(True), 1), else_=0)),
         func.sum(case((RUNS.c.state == "running", 1), else_=0)),
         func.sum(case((and_(RUNS.c.verdict.in_(("pass", "fail", "error")), MEASURED), 1), else_=0)),
+        func.sum(case((RUNS.c.verdict == "not_graded", 1), else_=0)),
     ).select_from(RUNS).where(*conds)).first()
-    total, passed, failed, errored, early, running, measured = (int(v or 0) for v in row)
+    total, passed, failed, errored, early, running, measured, not_graded = (int(v or 0) for v in row)
     # An errored run never produced a gradeable attempt: it counts as a miss (coder_eval's
     # pass rate keeps errors in the denominator); not graded runs are in neither side.
     graded = passed + failed + errored
@@ -235,13 +236,15 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         select(RUNS.c.experiment, RUNS.c.variant, func.count(),
                func.sum(case((RUNS.c.verdict == "pass", 1), else_=0)),
                func.sum(case((RUNS.c.verdict.in_(("fail", "error")), 1), else_=0)),
-               func.sum(case((and_(RUNS.c.verdict.in_(("pass", "fail", "error")), MEASURED), 1), else_=0)))
+               func.sum(case((and_(RUNS.c.verdict.in_(("pass", "fail", "error")), MEASURED), 1), else_=0)),
+               func.sum(case((RUNS.c.verdict == "not_graded", 1), else_=0)))
         .where(*conds).group_by(RUNS.c.experiment, RUNS.c.variant)
         .order_by(func.count().desc(), *_text_order(session, RUNS.c.experiment), *_text_order(session, RUNS.c.variant))
         .limit(BY_VARIANT_SHOWN + 1)).all()
     by_variant = [{"experiment": e, "variant": v, "experiment_filter": filter_value(e), "variant_filter": filter_value(v),
                    "runs": int(n), "passed": int(p or 0), "decided": int(p or 0) + int(f or 0),
-                   "pass_rate": pass_rate(int(p or 0), int(f or 0), measured=int(m or 0))} for e, v, n, p, f, m in groups]
+                   "pass_rate": pass_rate(int(p or 0), int(f or 0), measured=int(m or 0), not_graded=int(g or 0))}
+                  for e, v, n, p, f, m, g in groups]
     return {
         "runs": total,
         "passed": passed,
@@ -249,7 +252,8 @@ def _run_stats(session: Session, filters: RunFilters) -> dict[str, Any]:
         "errored": errored,
         "graded": graded,
         "measured": measured,
-        "pass_rate": pass_rate(passed, failed, errored, measured),
+        "not_graded": not_graded,
+        "pass_rate": pass_rate(passed, failed, errored, measured, not_graded),
         "early_stopped": early,
         "running": running,
         "stop_reasons": [{"stop_reason": r, "count": c} for r, c in reasons],

@@ -2,7 +2,9 @@
 the smoke-vs-e2e comparison on the agent's own time.
 
 Reads `../shared/traces/coder_eval-runs/` at test time; expected values come from the
-task.json files themselves.
+task.json files themselves. Results crafted from coder_eval's documented schema
+(tests/app/test_coder_eval_schema.py) show what that experiment does not: a field of the
+wrong type said on its run, a cost that is a floor, turns without messages, a 0% night.
 """
 
 from __future__ import annotations
@@ -100,4 +102,40 @@ def test_the_overview_gives_coder_evals_own_pass_rate_by_task(live_server, page,
             assert row.locator(".by-task").inner_text() == f"by task: {round(100 * succeeded / run)}% ({succeeded} of {run})"
             assert row.locator(".runs-tasks").inner_text() == f"of {run} tasks"
         assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.errors == []
+
+
+def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, page, ingest, tmp_path):
+    # Results written from coder_eval's documented schema (tests/app/test_coder_eval_schema):
+    # a field of the wrong type is said on its run's page; a TIMEOUT's cost is a lower
+    # bound; an agent that surfaces no messages has the 3 turns coder_eval counted; a night
+    # whose every task errored without a score, none ungraded, is coder_eval's 0%.
+    from tests.app.test_coder_eval_schema import command, task, turns_of, write
+
+    root = tmp_path / "crafted"
+    write(root, task("odd", weighted_score="0.5"))
+    write(root, task("killed", status="TIMEOUT", score=0.0))
+    quiet = {"iteration": 1, "user_input": "go", "agent_output": "done", "duration_seconds": 1.0,
+             "assistant_turn_count": 3, "messages": [], "commands": [command("a", 0), command("b", 2)],
+             "token_usage": turns_of(1)["token_usage"]}
+    write(root, task("quiet", iterations=[quiet]))
+    for name in ("e1", "e2"):
+        write(root, task(name, variant="infra", status="ERROR", score=None, success_criteria_results=[]))
+    assert ingest(root).errors == []
+
+    page.goto(live_server.url + "/runs/" + quote("crafted/v/odd/00", safe=""))
+    warnings = page.locator(".run-head ul.warnings li").all_inner_texts()
+    assert warnings == ["⚠ task.json: field 'weighted_score' should be a number or null, not a string ('0.5'); "
+                        "read as not given, the rest kept"]
+
+    page.goto(live_server.url + "/runs/" + quote("crafted/v/killed/00", safe=""))
+    assert page.locator(".run-head .run-cost").inner_text() == "$0.0100 (lower bound)"
+
+    page.goto(live_server.url + "/runs/" + quote("crafted/v/quiet/00", safe=""))
+    assert page.locator("#steps article.step").count() == 3
+
+    page.goto(live_server.url + "/")
+    row = page.locator("tr.variant-row[data-variant='infra']")
+    assert row.locator(".pass-rate b").inner_text() == "0%"
+    assert row.locator(".not-measured").count() == 0
     assert page.errors == []

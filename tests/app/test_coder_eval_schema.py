@@ -1,0 +1,639 @@
+"""coder_eval results the shared experiment does not hold, read as coder_eval documents them.
+
+Each results folder here is written from coder_eval's documented schema (its
+REPORT_SCHEMA.md and results.py in ../shared/reference/coder_eval): field names, types,
+defaults and enum values as documented, and the expected figures are worked out by hand
+in the comments from those definitions, never with the importer's code. Each case goes
+through the one ingest path and is read back through the JSON API (`/api/runs`,
+`/api/runs/{id}`, `/api/compare`) and, where a figure is shown, the run page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import quote
+
+import orjson
+import pytest
+
+from tests.app.parsed_html import page, text
+
+pytestmark = pytest.mark.both_backends
+
+PRICED = {"uncached_input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
+          "cache_read_input_tokens": 0, "total_cost_usd": 0.01}
+
+
+def command(tool_id: str, turn: Optional[int], cmd: str = "ls", **extra: Any) -> dict[str, Any]:
+    """A CommandTelemetry, run to its end."""
+    return {"tool_name": "Bash", "tool_id": tool_id, "assistant_turn_index": turn, "timestamp": "2026-01-02T03:04:05",
+            "parameters": {"command": cmd}, "result_status": "success", "result_summary": "ok", "duration_ms": 2.0,
+            "execution_started_at": "2026-01-02T03:04:05", "execution_completed_at": "2026-01-02T03:04:05.002", **extra}
+
+
+def message(text_: str, tool_ids: list[str], **tokens: int) -> dict[str, Any]:
+    """An assistant TranscriptMessage with its token buckets."""
+    return {"role": "assistant", "content_blocks": [{"block_type": "text", "sequence": 0, "text": text_}],
+            "tool_use_ids": tool_ids, "input_tokens": tokens.get("input_tokens", 10),
+            "output_tokens": tokens.get("output_tokens", 5), "cache_creation_tokens": 0, "cache_read_tokens": 0}
+
+
+def turns_of(n: int) -> dict[str, Any]:
+    """One iteration (TurnRecord) of `n` assistant turns, each issuing one command."""
+    return {"iteration": 1, "user_input": "go", "agent_output": "done", "timestamp": "2026-01-02T03:04:06",
+            "duration_seconds": 1.5, "assistant_turn_count": n, "crashed": False,
+            "messages": [message(f"turn {i}", [f"t{i}"]) for i in range(n)],
+            "commands": [command(f"t{i}", i) for i in range(n)], "token_usage": PRICED}
+
+
+def task(task_id: str, variant: str = "v", *, status: str = "SUCCESS", score: Optional[float] = 1.0,
+         iterations: Optional[list[dict[str, Any]]] = None, **fields: Any) -> dict[str, Any]:
+    """An EvaluationResult (task.json) in coder_eval's field names; one criterion that passed
+    unless `success_criteria_results` is given."""
+    its = [turns_of(1)] if iterations is None else iterations
+    doc = {"task_id": task_id, "task_description": f"do {task_id}", "variant_id": variant, "agent_type": "claude-code",
+           "model_used": "m", "started_at": "2026-01-02T03:04:05", "completed_at": "2026-01-02T03:04:09",
+           "duration_seconds": 4.0, "final_status": status, "max_turns_exhausted": False, "weighted_score": score,
+           "iteration_count": len(its),
+           "success_criteria_results": [{"result_kind": "basic", "criterion_type": "file_exists", "description": "wrote it",
+                                         "score": 1.0, "evaluation_status": "evaluated", "pass_threshold": 0.9,
+                                         "gating": True}],
+           "post_failure_criteria_results": [], "iterations": its, "error_message": None,
+           "total_token_usage": PRICED, "total_assistant_turns": sum(it.get("assistant_turn_count", 0) for it in its),
+           "actual_commands": sum(len(it.get("commands", [])) for it in its), "early_stop": None}
+    doc.update(fields)
+    return doc
+
+
+def write(root: Path, doc: Any, *, variant: Optional[str] = None, folder: Optional[str] = None, replicate: int = 0) -> Path:
+    """root/<variant>/<task id>/<NN>/task.json, as coder_eval lays a run out."""
+    target = root / (variant or doc["variant_id"]) / (folder or doc["task_id"]) / f"{replicate:02d}"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "task.json").write_bytes(doc if isinstance(doc, bytes) else orjson.dumps(doc))
+    return target / "task.json"
+
+
+def api_run(client, run_id: str) -> dict[str, Any]:
+    response = client.get("/api/runs/" + quote(run_id, safe=""))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def steps_of(client, run_id: str) -> list[dict[str, Any]]:
+    return client.get("/api/runs/" + quote(run_id, safe="") + "/steps", params={"limit": 200}).json()["data"]
+
+
+def run_page(client, run_id: str) -> str:
+    response = client.get("/runs/" + quote(run_id, safe=""))
+    assert response.status_code == 200
+    return " ".join(response.text.split())
+
+
+# -- a task.json with fields of the wrong type ------------------------------------------------
+
+def test_fields_of_the_wrong_type_are_named_and_the_rest_of_the_run_is_read(ingest, client, tmp_path):
+    # coder_eval's models make these impossible (criterion_type: str, weighted_score:
+    # float | None, total_token_usage.uncached_input_tokens: int, early_stop.sdk_turn_index:
+    # int). A criterion type that is a list used to stop the whole ingest (a crash); now
+    # each such field is read as not given, named in a warning, and the rest is kept.
+    root = tmp_path / "odd"
+    bad = task("bad", weighted_score="0.5", total_token_usage={**PRICED, "uncached_input_tokens": "100"},
+               success_criteria_results=[
+                   {"criterion_type": ["file_exists"], "description": "wrote it", "score": 1.0},
+                   {"criterion_type": "run_command", "description": "tests pass", "score": "1", "pass_threshold": 0.9}],
+               task_config={"resolved": {"success_criteria": [{"type": {"x": 1}, "description": "wrote it"}],
+                                         "run_limits": {"max_turns": "12", "task_timeout": 600}}})
+    write(root, bad)
+    write(root, task("good"))
+    report = ingest(root)
+    assert report.errors == []
+    assert sorted(report.created) == ["odd/v/bad/00", "odd/v/good/00"]
+    said = sorted(w.message for w in report.warnings)
+    fields = ["success_criteria_results[0].criterion_type", "success_criteria_results[1].score",
+              "task_config.resolved.run_limits.max_turns", "task_config.resolved.success_criteria[0].type",
+              "total_token_usage.uncached_input_tokens", "weighted_score"]
+    assert [m.split("'")[1] for m in said] == fields
+    assert all(m.startswith("task.json: field '") and m.endswith("read as not given, the rest kept") for m in said)
+    data = api_run(client, "odd/v/bad/00")
+    run = data["run"]
+    assert sorted(run["warnings"]) == said  # on the run's page too
+    # the rest of the record: status, steps, output tokens, cost, time, task timeout
+    assert (run["verdict"], run["source_status"], run["steps"], run["tool_calls"]) == ("pass", "SUCCESS", 1, 1)
+    # uncached input read as not given is TokenUsage's default, 0: 0 + 20 output
+    assert (run["tokens_output"], run["tokens_total"], run["cost_usd"]) == (20, 20, 0.01)
+    assert run["score"] is None and run["budget_max_steps"] is None and run["budget_max_runtime_s"] == 600
+    # the criterion without a type keeps its description; the one with a string score has no result
+    assert [(c["description"], c["graded"]) for c in data["criteria"]] == [("wrote it", True), ("tests pass", False)]
+    assert "read as not given" in run_page(client, "odd/v/bad/00")
+    assert api_run(client, "odd/v/good/00")["run"]["warnings"] in (None, [])
+
+
+def test_the_check_never_changes_the_document_and_copies_only_what_it_reads_otherwise():
+    from qita_board.ingest.coder_eval_fields import conform_task
+
+    good = task("good", iterations=[turns_of(2), turns_of(1)])
+    same, said = conform_task(good)
+    assert same is good and said == []  # a well-formed task.json is read as it is, no copy
+    bad = task("bad", iterations=[turns_of(2), turns_of(1)], early_stop={"reason": "criterion_passed", "gate_threshold": 2})
+    bad["iterations"][0]["commands"][1]["tool_name"] = 7
+    before = orjson.dumps(bad)
+    read, said = conform_task(bad)
+    assert orjson.dumps(bad) == before  # the input is untouched
+    assert "tool_name" not in read["iterations"][0]["commands"][1] and "gate_threshold" not in read["early_stop"]
+    # what held no odd field is the very same object
+    assert read["iterations"][1] is bad["iterations"][1] and read["iterations"][0]["commands"][0] is bad["iterations"][0]["commands"][0]
+    assert [m.split(": ", 1)[1] for m in said] == [
+        "field 'iterations[0].commands[1].tool_name' should be a string, not a number (7); read as not given, the rest kept",
+        "early_stop.gate_threshold 2 is outside [0, 1]; read as not given (1, every armed criterion)"]
+
+
+def test_a_task_json_that_is_no_object_or_no_json_is_one_error_and_the_others_are_read(ingest, tmp_path):
+    root = tmp_path / "broken"
+    write(root, b"[1, 2]", variant="v", folder="list")
+    write(root, b'{"task_id": "cut", "final_status": "SUCC', variant="v", folder="cut")
+    write(root, task("fine"))
+    report = ingest(root)
+    assert report.created == {"broken/v/fine/00"}
+    assert sorted(e.file.rsplit("/", 3)[-3] for e in report.errors) == ["cut", "list"]
+
+
+# -- every FinalStatus, and one coder_eval does not have ----------------------------------------
+
+# REPORT_SCHEMA.md "FinalStatus": category -> the board's verdict; the lifecycle status
+# and stop reason follow the status (a budget or time limit ended it; ERROR and
+# BUILD_FAILED never produced a gradeable attempt).
+STATUSES = [
+    ("SUCCESS", "pass", "completed", "final"), ("FAILURE", "fail", "completed", "final"),
+    ("TIMEOUT", "fail", "failed", "budget_time"), ("MAX_TURNS_EXHAUSTED", "fail", "failed", "budget_steps"),
+    ("TOKEN_BUDGET_EXCEEDED", "fail", "failed", "budget_tokens"),
+    ("COST_BUDGET_EXCEEDED", "fail", "failed", "budget_cost"),
+    ("ERROR", "error", "error", "unrecoverable_error"), ("BUILD_FAILED", "error", "error", "unrecoverable_error"),
+    ("NOT_GRADED", "not_graded", "completed", "final"),
+]
+
+
+def test_every_final_status_by_its_documented_category(ingest, client, tmp_path):
+    root = tmp_path / "statuses"
+    for status, *_ in STATUSES:
+        write(root, task(status.lower(), status=status, score=None if status == "NOT_GRADED" else 0.0,
+                         success_criteria_results=[]))
+    write(root, task("brand-new", status="PAUSED", success_criteria_results=[]))
+    report = ingest(root)
+    assert report.errors == []
+    for status, verdict, lifecycle, stop in STATUSES:
+        run = api_run(client, f"statuses/v/{status.lower()}/00")["run"]
+        assert (run["verdict"], run["source_status"], run["status"], run["stop_reason"]) == (verdict, status, lifecycle,
+                                                                                             stop), status
+    # a status coder_eval does not have is kept, said, and gives no verdict of its own
+    assert [w.message for w in report.warnings] == [
+        "task.json: final_status 'PAUSED' is not one of coder_eval's statuses (SUCCESS, FAILURE, TIMEOUT, "
+        "MAX_TURNS_EXHAUSTED, TOKEN_BUDGET_EXCEEDED, COST_BUDGET_EXCEEDED, ERROR, BUILD_FAILED, NOT_GRADED): "
+        "the verdict is read from the criteria"]
+    new = api_run(client, "statuses/v/brand-new/00")["run"]
+    assert (new["source_status"], new["verdict"]) == ("PAUSED", "not_graded")
+    # run.json's own arithmetic: 1 succeeded of 8 graded (pass + fail + error); NOT_GRADED
+    # and the unknown status are in neither side
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["passed"], stats["failed"], stats["errored"], stats["graded"]) == (1, 5, 2, 8)
+    assert stats["pass_rate"] == pytest.approx(1 / 8)
+
+
+# -- steps are coder_eval's assistant turns -----------------------------------------------------
+
+def test_an_agent_that_reports_no_messages_has_the_turns_coder_eval_counted(ingest, client, tmp_path):
+    # TurnRecord.messages "may be empty for agents/modes that don't surface message detail";
+    # assistant_turn_count (3) still counts the turns, and each command's
+    # assistant_turn_index (0 and 2) says which turn issued it. The early stop latched on
+    # the second call (tool_call_index 2) in the third turn (sdk_turn_index 3).
+    it = {"iteration": 1, "user_input": "go", "agent_output": "all done", "duration_seconds": 2.0,
+          "assistant_turn_count": 3, "messages": [], "token_usage": PRICED, "crashed": False,
+          "commands": [command("a", 0, "ls"), command("b", 2, "pytest", result_status="unknown",
+                                                      execution_started_at=None, execution_completed_at=None,
+                                                      duration_ms=None, error_message="no result observed")]}
+    doc = task("quiet", iterations=[it], early_stop={
+        "reason": "criterion_passed", "deciding_criterion_type": "file_exists", "deciding_criterion_description": "wrote it",
+        "armed_criteria": ["file_exists: wrote it"], "sdk_turn_index": 3, "tool_call_index": 2,
+        "elapsed_seconds": 1.0, "turns_remaining_at_stop": 7, "gate_threshold": 1.0})
+    assert doc["total_assistant_turns"] == 3
+    write(tmp_path / "q", doc)
+    assert ingest(tmp_path / "q").errors == []
+    run = api_run(client, "q/v/quiet/00")
+    assert (run["run"]["steps"], run["run"]["tool_calls"]) == (3, 2)
+    steps = steps_of(client, "q/v/quiet/00")
+    assert [[a["args"]["command"] for a in s["record"]["actions"]] for s in steps] == [["ls"], [], ["pytest"]]
+    assert run["early_stop"]["step"] == 3 and steps[2]["record"]["tool_invocations"][0]["call_index"] == 2
+    assert steps[2]["record"]["decision"]["rationale"] == "all done"  # the iteration's reply ends its last turn
+
+
+def test_the_step_count_is_total_assistant_turns_and_a_transcript_that_disagrees_is_said(ingest, client, tmp_path):
+    # Neither messages nor command indexes: coder_eval's total_assistant_turns (4) is the count.
+    it = {"iteration": 1, "user_input": "go", "agent_output": "x", "duration_seconds": 1.0, "messages": [],
+          "commands": [], "token_usage": PRICED}
+    write(tmp_path / "c", task("counted", iterations=[it], total_assistant_turns=4))
+    report = ingest(tmp_path / "c")
+    assert api_run(client, "c/v/counted/00")["run"]["steps"] == 4
+    assert [w.message for w in report.warnings] == [
+        "task.json: total_assistant_turns is 4 but its transcript holds 1 assistant turn(s); the run shows 4 steps"]
+
+
+def test_the_legacy_turns_key_is_read_as_iterations_for_the_agents_time(ingest, client, tmp_path):
+    # `iterations` "accepts legacy alias `turns`"; without run.json the agent's time is the
+    # sum of the positive duration_seconds (REPORT_SCHEMA "Agent wall vs end to end"):
+    # 1.5 + 2.5 (the -1 and 0 are not timed turns) = 4.0 s.
+    its = [dict(turns_of(1), duration_seconds=d) for d in (1.5, -1.0, 0.0, 2.5)]
+    doc = task("old", iterations=its)
+    doc["turns"] = doc.pop("iterations")
+    write(tmp_path / "legacy", doc)
+    assert ingest(tmp_path / "legacy").errors == []
+    run = api_run(client, "legacy/v/old/00")["run"]
+    assert run["agent_elapsed_s"] == pytest.approx(4.0) and run["elapsed_s"] == 4.0
+    assert run["steps"] == 4
+
+
+def test_a_run_with_zero_iterations(ingest, client, tmp_path):
+    # An ERROR before the agent's first turn: no turn record, no tokens, no agent time.
+    write(tmp_path / "z", task("none", status="ERROR", score=0.0, iterations=[], total_token_usage=None,
+                               error_message="sandbox failed to start", success_criteria_results=[]))
+    assert ingest(tmp_path / "z").errors == []
+    run = api_run(client, "z/v/none/00")["run"]
+    assert (run["steps"], run["tool_calls"], run["tokens_total"], run["agent_elapsed_s"], run["cost_usd"]) == (
+        0, 0, None, None, None)
+    assert run["verdict_reason"] == "error: no gradeable attempt (sandbox failed to start)"
+
+
+# -- tokens: TokenUsage's buckets ---------------------------------------------------------------
+
+def test_token_usage_with_some_buckets_reads_the_others_as_zero_and_null_as_unknown(ingest, client, tmp_path):
+    root = tmp_path / "tok"
+    # TokenUsage's buckets default to 0: an older file without the cache buckets read none
+    write(root, task("some", total_token_usage={"uncached_input_tokens": 30, "output_tokens": 12}))
+    # a file from before the split: input_tokens alone is the uncached input
+    write(root, task("legacy", total_token_usage={"input_tokens": 30, "output_tokens": 12,
+                                                  "cache_read_input_tokens": 100}))
+    # no usage anywhere (total_token_usage and the turn's token_usage null): unknown, not 0
+    write(root, task("null", total_token_usage=None, iterations=[dict(turns_of(1), token_usage=None, messages=[])]))
+    assert ingest(root).errors == []
+    some = api_run(client, "tok/v/some/00")["run"]
+    assert (some["tokens_input"], some["tokens_output"], some["tokens_total"], some["tokens_cache_read"],
+            some["tokens_cache_write"]) == (30, 12, 42, 0, 0)
+    legacy = api_run(client, "tok/v/legacy/00")["run"]
+    assert (legacy["tokens_input"], legacy["tokens_total"], legacy["tokens_cache_read"]) == (130, 142, 100)
+    null = api_run(client, "tok/v/null/00")["run"]
+    assert (null["tokens_total"], null["tokens_cache_read"], null["cost_usd"]) == (None, None, None)
+
+
+# -- cost: the whole bill, and when it is a floor ------------------------------------------------
+
+def test_the_bill_without_run_json_counts_every_judge_and_only_judges(ingest, client, tmp_path):
+    # coder_eval's row: total = agent + judge + simulator, where judge spend is every
+    # JudgeCriterionResult's token_usage.total_cost_usd, post-failure diagnostic judges
+    # included; a result is a judge result by result_kind, else by criterion_type. So:
+    # 0.01 agent + 0.02 (llm_judge, no result_kind) + 0.03 (post-failure agent_judge) = 0.06;
+    # the basic result's token_usage is not a judge's and is not counted.
+    judge = {"criterion_type": "llm_judge", "description": "reads well", "score": 1.0,
+             "token_usage": {**PRICED, "total_cost_usd": 0.02}}
+    basic = {"result_kind": "basic", "criterion_type": "file_exists", "description": "wrote it", "score": 1.0,
+             "token_usage": {**PRICED, "total_cost_usd": 5.0}}
+    diagnostic = {"result_kind": "judge", "criterion_type": "agent_judge", "description": "looked", "score": 0.0,
+                  "token_usage": {**PRICED, "total_cost_usd": 0.03}}
+    write(tmp_path / "bill", task("judged", status="ERROR", score=0.0, success_criteria_results=[judge, basic],
+                                  post_failure_criteria_results=[diagnostic]))
+    assert ingest(tmp_path / "bill").errors == []
+    run = api_run(client, "bill/v/judged/00")["run"]
+    assert run["cost_usd"] == pytest.approx(0.06) and run["agent_cost_usd"] == pytest.approx(0.01)
+
+
+def test_a_cost_that_is_a_floor_says_so_and_none_is_unpriced(ingest, client, tmp_path):
+    # REPORT_SCHEMA "Missing cost is never fatal": a hard kill (TIMEOUT) lost its in-flight
+    # turn, and a turn that used tokens with no cost was not priced; either makes every
+    # cost figure a lower bound. A run that priced nothing has no cost (never $0).
+    root = tmp_path / "floor"
+    write(root, task("killed", status="TIMEOUT", score=0.0))
+    unpriced_turn = dict(turns_of(1), token_usage={**PRICED, "total_cost_usd": None})
+    write(root, task("part", iterations=[turns_of(1), unpriced_turn]))
+    write(root, task("free", iterations=[dict(turns_of(1), token_usage={**PRICED, "total_cost_usd": None})],
+                     total_token_usage={**PRICED, "total_cost_usd": None}))
+    write(root, task("whole"))
+    assert ingest(root).errors == []
+    for name, complete in (("killed", False), ("part", False), ("free", False), ("whole", True)):
+        assert api_run(client, f"floor/v/{name}/00")["run"]["meta"]["cost_complete"] is complete, name
+    head = page(client.get("/runs/" + quote("floor/v/killed/00", safe="")).text)
+    assert text(head.select_one(".run-cost")) == "$0.0100 (lower bound)"
+    assert text(page(client.get("/runs/" + quote("floor/v/whole/00", safe="")).text).select_one(".run-cost")) == "$0.0100"
+    assert text(page(client.get("/runs/" + quote("floor/v/free/00", safe="")).text).select_one(".run-cost")) == "unpriced"
+
+
+def test_a_run_json_row_decides_whether_the_cost_is_complete(ingest, client, tmp_path):
+    # run.json's row carries coder_eval's own cost_complete: it wins over the task.json.
+    root = tmp_path / "2026-02-02_02-02-02"
+    write(root, task("t", variant="default"))
+    rows = [{"task_id": "t", "replicate_index": 0, "variant_id": "default", "status": "SUCCESS", "weighted_score": 1.0,
+             "total_cost_usd": 0.25, "agent_cost_usd": 0.01, "cost_complete": False, "agent_wall_ms": 1500.0}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    assert ingest(root).errors == []
+    run = api_run(client, f"{root.name}/default/t/00")["run"]
+    assert (run["cost_usd"], run["agent_cost_usd"], run["meta"]["cost_complete"], run["agent_elapsed_s"]) == (
+        0.25, 0.01, False, 1.5)
+
+
+# -- criteria: gating, weights, results and the configuration -----------------------------------
+
+def test_a_result_written_before_gating_existed_is_informational_when_its_weight_is_zero(ingest, client, tmp_path):
+    # CriterionResult.gating "defaults True so results persisted before this field existed
+    # read back as gating" -- but coder_eval's own gate (all_criteria_passed) skipped a
+    # weight-0 criterion then as now. The configured weight says which it was: the
+    # criteria alone pass, as coder_eval did.
+    doc = task("old-info", success_criteria_results=[
+        {"criterion_type": "file_exists", "description": "wrote it", "score": 1.0},
+        {"criterion_type": "command_executed", "description": "listed (informational)", "score": 0.0}],
+        task_config={"resolved": {"success_criteria": [
+            {"type": "file_exists", "description": "wrote it", "weight": 1.0},
+            {"type": "command_executed", "description": "listed (informational)", "weight": 0.0}]}})
+    write(tmp_path / "g", doc)
+    assert ingest(tmp_path / "g").errors == []
+    data = api_run(client, "g/v/old-info/00")
+    assert (data["run"]["verdict"], data["run"]["criteria_verdict"]) == ("pass", "pass")
+    assert [(c["id"], c["gating"], c["informational"]) for c in data["criteria"]] == [
+        ("file_exists: wrote it", True, False), ("command_executed: listed (informational)", False, True)]
+    assert "criteria alone say" not in run_page(client, "g/v/old-info/00")
+
+
+def test_criteria_with_and_without_results_non_gating_and_not_evaluated(ingest, client, tmp_path):
+    # Four declared criteria: one passed, one failed but not gating (gating: false), one
+    # not_evaluated (the check did not run: no score, distinct from an evaluated 0.0), one
+    # declared with no result. coder_eval's SUCCESS stands; the criteria alone cannot say
+    # pass: a gating criterion has no result.
+    results = [
+        {"criterion_type": "file_exists", "description": "wrote it", "score": 1.0, "gating": True},
+        {"criterion_type": "command_executed", "description": "was brief", "score": 0.0, "gating": False},
+        {"criterion_type": "llm_judge", "description": "reads well", "score": 0.0, "evaluation_status": "not_evaluated",
+         "gating": True, "details": None}]
+    config = [{"type": "file_exists", "description": "wrote it", "weight": 2.0},
+              {"type": "command_executed", "description": "was brief", "weight": 0.0},
+              {"type": "llm_judge", "description": "reads well", "weight": 1.0},
+              {"type": "run_command", "description": "tests pass", "weight": 1.0, "pass_threshold": 0.5}]
+    write(tmp_path / "c", task("mix", success_criteria_results=results, task_config={"resolved": {"success_criteria": config}}))
+    assert ingest(tmp_path / "c").errors == []
+    data = api_run(client, "c/v/mix/00")
+    got = [(c["id"], c["graded"], c["score"], c["gating"], c["pass_threshold"]) for c in data["criteria"]]
+    assert got == [("file_exists: wrote it", True, 1.0, True, 0.9), ("command_executed: was brief", True, 0.0, False, 0.9),
+                   ("llm_judge: reads well", False, None, True, 0.9), ("run_command: tests pass", False, None, True, 0.5)]
+    assert data["run"]["verdict"] == "pass" and data["run"]["criteria_verdict"] == "fail"
+
+
+def test_a_weighted_armed_gate_with_unequal_weights(ingest, client, tmp_path):
+    # armed_criteria_passed: binarise each armed criterion, weight it, compare with the
+    # gate: A (weight 3) passed, B (weight 1) failed: 3 / (3 + 1) = 0.75 >= 0.75: a pass.
+    # The non-armed gating criterion that failed is advisory.
+    results = [{"criterion_type": "command_executed", "description": "A", "score": 1.0},
+               {"criterion_type": "command_executed", "description": "B", "score": 0.0},
+               {"criterion_type": "file_exists", "description": "C", "score": 0.0}]
+    config = [{"type": "command_executed", "description": "A", "weight": 3.0, "stop_early": {"on_pass": "stop"}},
+              {"type": "command_executed", "description": "B", "weight": 1.0, "stop_early": {"on_pass": "continue"}},
+              {"type": "file_exists", "description": "C", "weight": 1.0}]
+    early = {"reason": "criterion_passed", "deciding_criterion_type": "command_executed", "deciding_criterion_description": "A",
+             "armed_criteria": ["command_executed: A", "command_executed: B"], "sdk_turn_index": 1, "tool_call_index": 1,
+             "elapsed_seconds": 0.2, "turns_remaining_at_stop": None, "gate_threshold": 0.75}
+    write(tmp_path / "w", task("weighted", score=0.6, success_criteria_results=results, early_stop=early,
+                               task_config={"resolved": {"success_criteria": config,
+                                                         "run_limits": {"stop_early_gate_threshold": 0.75}}}))
+    assert ingest(tmp_path / "w").errors == []
+    data = api_run(client, "w/v/weighted/00")
+    assert (data["run"]["verdict"], data["run"]["criteria_verdict"], data["run"]["gated_on"]) == ("pass", "pass", "armed")
+    assert [(c["id"], c["armed"], c["advisory"]) for c in data["criteria"]] == [
+        ("command_executed: A", True, False), ("command_executed: B", True, False), ("file_exists: C", False, True)]
+    assert data["early_stop"]["turns_remaining"] is None  # max_turns unset: no upper bound
+
+
+def test_the_first_releases_stop_when_arms_a_criterion_with_the_switch_on(ingest, client, tmp_path):
+    # The early-stop design (seeds/coder-eval-early-stop-pr.md): `stop_when: pass|fail|decided`
+    # on a criterion, armed when `run_limits.stop_early` is true (off by default).
+    results = [{"criterion_type": "skill_triggered", "description": "used the skill", "score": 1.0}]
+    for name, switch in (("on", True), ("off", None)):
+        write(tmp_path / "pr", task(name, success_criteria_results=results, task_config={"resolved": {
+            "success_criteria": [{"type": "skill_triggered", "description": "used the skill", "stop_when": "pass"}],
+            "run_limits": {"stop_early": switch}}}))
+    assert ingest(tmp_path / "pr").errors == []
+    on = api_run(client, "pr/v/on/00")
+    assert [(c["stop_when"], c["armed"]) for c in on["criteria"]] == [("pass", True)]
+    # with the switch off it is not armed, but armable as it says (the policy lab replays it)
+    off = api_run(client, "pr/v/off/00")
+    assert [(c["stop_when"], c["armed"]) for c in off["criteria"]] == [(None, False)]
+    assert off["run"]["start_record"]["criteria"][0]["armable_as"] == "pass"
+
+
+# -- early stop: each reason -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("reason,live", [("criterion_passed", "pass"), ("criterion_failed", "fail"),
+                                         ("decision_budget_exceeded", "fail"), ("criterion_vetoed", None)])
+def test_each_early_stop_reason_and_the_deciding_criterions_live_verdict(ingest, client, tmp_path, reason, live):
+    # EarlyStopReason: a pass-stop, a native fail, and a decision budget that expired
+    # undecided (an effective fail); a reason coder_eval does not have implies nothing.
+    early = {"reason": reason, "deciding_criterion_type": "file_exists", "deciding_criterion_description": "wrote it",
+             "armed_criteria": ["file_exists: wrote it"], "sdk_turn_index": 2, "tool_call_index": 2,
+             "elapsed_seconds": 0.5, "turns_remaining_at_stop": 8}  # gate_threshold left to its default (1.0)
+    status = "SUCCESS" if reason == "criterion_passed" else "FAILURE"
+    score = 1.0 if status == "SUCCESS" else 0.0
+    write(tmp_path / "es", task("e", status=status, score=score, iterations=[turns_of(2)], early_stop=early,
+                                success_criteria_results=[{"criterion_type": "file_exists", "description": "wrote it",
+                                                           "score": score}]))
+    report = ingest(tmp_path / "es")
+    data = api_run(client, "es/v/e/00")
+    assert (data["early_stop"]["reason"], data["early_stop"]["step"], data["run"]["stop_reason"]) == (reason, 2, "early_stop")
+    assert data["criteria"][0]["live_verdict"] == live
+    assert data["run"]["verdict"] == ("pass" if status == "SUCCESS" else "fail")
+    assert bool(report.warnings) is (live is None)
+
+
+# -- run.json rows -------------------------------------------------------------------------------
+
+def test_a_run_json_row_without_variant_id_is_its_task_jsons_row(ingest, client, tmp_path):
+    # coder_eval writes a row's variant_id as null when its caller named none; the task.json
+    # says "default". The row is that task's (its agent time and bill), not a second run.
+    root = tmp_path / "2026-03-03_03-03-03"
+    write(root, task("solo", variant="default"))
+    rows = [{"task_id": "solo", "replicate_index": None, "variant_id": None, "status": "SUCCESS", "weighted_score": 1.0,
+             "agent_wall_ms": 1250.0, "total_cost_usd": 0.04, "agent_cost_usd": 0.01, "cost_complete": True}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "tasks_run": 1, "task_results": rows}))
+    report = ingest(root)
+    assert report.errors == [] and report.warnings == []
+    assert report.created == {f"{root.name}/default/solo/00"}
+    run = api_run(client, f"{root.name}/default/solo/00")["run"]
+    assert (run["agent_elapsed_s"], run["cost_usd"], run["agent_cost_usd"], run["steps"]) == (1.25, 0.04, 0.01, 1)
+    assert client.get("/api/runs").json()["stats"]["runs"] == 1
+
+
+def test_a_row_only_run_from_an_older_run_json_reads_its_turn_digest(ingest, client, tmp_path):
+    # A run.json written before agent_wall_ms: "Readers derive agent wall from the row's
+    # iterations[].duration_seconds with the same rule" (1.0 + 3.0; the -1 is not a timed
+    # turn). Its steps are its assistant turns, 2 + 3 = 5, as a task.json counts them (the
+    # row's total_turns, 7, counts SDK calls). It stopped early: the row says so and why.
+    root = tmp_path / "2026-04-04_04-04-04"
+    (root / "default").mkdir(parents=True)
+    digest = [{"iteration": 1, "duration_seconds": 1.0, "command_count": 2, "assistant_turn_count": 2, "crashed": True,
+               "crash_reason": "killed"},
+              {"iteration": 1, "duration_seconds": -1.0, "command_count": 0, "assistant_turn_count": 0, "crashed": False},
+              {"iteration": 2, "duration_seconds": 3.0, "command_count": 3, "assistant_turn_count": 3, "crashed": False}]
+    row = {"task_id": "gone", "replicate_index": 0, "variant_id": "default", "status": "FAILURE", "weighted_score": 0.0,
+           "duration": 9.0, "iteration_count": 2, "iterations": digest, "input_tokens": 50, "output_tokens": 10,
+           "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100, "total_tokens": 165, "total_cost_usd": None,
+           "agent_cost_usd": None, "total_turns": 7, "actual_commands": 5, "stopped_early": True,
+           "early_stop_reason": "criterion_failed", "turns_remaining_at_stop": 3, "gate_threshold": 1.0}
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": [row]}))
+    assert ingest(root).errors == []
+    data = api_run(client, f"{root.name}/default/gone/00")
+    run = data["run"]
+    assert (run["steps"], run["tool_calls"], run["agent_elapsed_s"], run["elapsed_s"]) == (5, 5, 4.0, 9.0)
+    # the row's input_tokens is the uncached input: 50 + 5 + 100 in, 10 out = 165 = its total_tokens
+    assert (run["tokens_input"], run["tokens_total"], run["cost_usd"]) == (155, 165, None)
+    assert (run["stop_reason"], run["early_stopped"], data["early_stop"]["reason"], data["early_stop"]["turns_remaining"]) == (
+        "early_stop", True, "criterion_failed", 3)
+
+
+def test_a_row_of_the_wrong_type_is_named_and_its_run_kept(ingest, client, tmp_path):
+    root = tmp_path / "2026-05-05_05-05-05"
+    (root / "default").mkdir(parents=True)
+    rows = [{"task_id": "r1", "replicate_index": 0, "variant_id": "default", "status": "ERROR", "weighted_score": "0",
+             "duration": 2.0, "error_message": "docker daemon is not responding"}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    report = ingest(root)
+    assert report.errors == []
+    assert [w.message for w in report.warnings] == [
+        "run.json row: field 'weighted_score' should be a number or null, not a string ('0'); read as not given, "
+        "the rest kept"]
+    run = api_run(client, f"{root.name}/default/r1/00")["run"]
+    assert (run["verdict"], run["score"], run["elapsed_s"]) == ("error", None, 2.0)
+
+
+# -- task ids, messages and fields coder_eval may add ------------------------------------------
+
+def test_hostile_and_unicode_task_ids_and_messages_each_keep_their_run(ingest, client, tmp_path):
+    root = tmp_path / "2026-06-06_06-06-06"
+    ids = {"nul": "a\x00b", "unicode": "tâche-测试-😀", "markup": "<script>alert(1)</script>", "rtl": "\u202eevil"}
+    for folder, task_id in ids.items():
+        write(root, task(task_id, error_message="<img src=x onerror=alert(1)> \x00 done", status="FAILURE", score=0.0),
+              folder=folder)
+    # a row with no task.json and a task id longer than a run id may be: its own run all the same
+    long_id = "L" * 300
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": [
+        {"task_id": long_id, "replicate_index": 0, "variant_id": "v", "status": "ERROR", "weighted_score": 0.0}]}))
+    report = ingest(root)
+    assert report.errors == []
+    assert len(report.created) == 5
+    by_task = {api_run(client, rid)["run"]["task_id"]: rid for rid in report.created}
+    assert by_task[ids["unicode"]] == f"{root.name}/v/{ids['unicode']}/00"
+    assert by_task["a\ufffdb"] == f"{root.name}/v/a\ufffdb/00"  # NUL: U+FFFD stands in, in the id and the task
+    long_run = by_task[long_id]
+    assert len(long_run) == 200 and long_run.startswith(f"{root.name}/v/LLL")
+    page_text = client.get("/runs/" + quote(by_task[ids["markup"]], safe="")).text
+    assert "<script>alert(1)</script>" not in page_text and "<img src=x" not in page_text
+    assert client.get("/api/runs").json()["stats"]["runs"] == 5
+
+
+def test_fields_coder_eval_may_add_are_ignored_without_a_warning(ingest, client, tmp_path):
+    # Forward compatibility: unknown keys on the task, its criteria (CriterionResult allows
+    # extra fields), its turns and commands, a result_kind of a later version, and the
+    # row keys of later versions (integrity_*).
+    doc = task("future", score=0.8, integrity={"verdict": "clean"}, provider_errors=[],
+               success_criteria_results=[{"result_kind": "rubric", "criterion_type": "rubric_judge",
+                                          "description": "graded", "score": 0.8, "pass_threshold": 0.7,
+                                          "rubric": {"x": 1}}],
+               iterations=[dict(turns_of(2), provider_call_costs=[{"cost_usd": 0.001}], harness_startup_ms=1.0)])
+    root = tmp_path / "2026-07-07_07-07-07"
+    write(root, doc)
+    rows = [{"task_id": "future", "replicate_index": 0, "variant_id": "v", "status": "SUCCESS", "weighted_score": 0.8,
+             "integrity_verdict": "clean", "integrity_voided": False, "agent_wall_ms": 10.0}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows, "new_roll_up": {"a": 1}}))
+    report = ingest(root)
+    assert report.errors == [] and report.warnings == []
+    data = api_run(client, f"{root.name}/v/future/00")
+    assert (data["run"]["verdict"], data["run"]["steps"], data["run"]["score"]) == ("pass", 2, 0.8)
+    assert [(c["id"], c["score"], c["passed"]) for c in data["criteria"]] == [("rubric_judge: graded", 0.8, True)]
+
+
+# -- the figures across runs: pass rates, replicates, tasks on one side only ---------------------
+
+def test_a_run_that_measured_nothing_but_graded_everything_has_coder_evals_pass_rate(ingest, client, tmp_path):
+    # RunSummary.pass_rate is None only when nothing_was_measured(not_graded, measured):
+    # ungraded rows AND no row with a weighted_score. A night whose every task errored with
+    # no score (no NOT_GRADED row) is a measured 0% with an error share of 100%.
+    root = tmp_path / "infra"
+    for name in ("a", "b", "c"):
+        write(root, task(name, status="ERROR", score=None, success_criteria_results=[]))
+    assert ingest(root).errors == []
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["graded"], stats["errored"], stats["measured"], stats["not_graded"], stats["pass_rate"]) == (3, 3, 0, 0, 0.0)
+    variant = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
+    assert (variant["pass_rate"], variant["decided"]) == (0.0, 3)
+    # one NOT_GRADED row makes it an execute night: nothing measured, no rate
+    write(root, task("d", status="NOT_GRADED", score=None, success_criteria_results=[]))
+    assert ingest(root).errors == []
+    stats = client.get("/api/runs").json()["stats"]
+    assert (stats["graded"], stats["not_graded"], stats["pass_rate"]) == (3, 1, None)
+
+
+def test_replicates_that_disagree_and_tasks_on_one_side_only_through_compare(ingest, client, tmp_path):
+    # smoke: t1 replicates 00 pass / 01 fail (they disagree), t2 only in smoke, t4 with no
+    # cost; e2e: t1 00 and 01 pass, t3 only in e2e, t4 priced. Pairs by (task, replicate):
+    # (t1,0) pass/pass, (t1,1) fail/pass, (t4,0) fail/fail -> 3 pairs, agreement 2 of 3.
+    # Steps: smoke 1 + 1 + 1 = 3, e2e 3 + 3 + 4 = 10, saved 70%. Cost: the t4 pair has no
+    # smoke cost, so only the two t1 pairs count: 0.01 + 0.01 against 0.01 + 0.01.
+    root = tmp_path / "2026-08-08_08-08-08"
+    unpriced = {**PRICED, "total_cost_usd": None}
+    for variant, task_id, rep, status, n, usage in (
+            ("smoke", "t1", 0, "SUCCESS", 1, PRICED), ("smoke", "t1", 1, "FAILURE", 1, PRICED),
+            ("smoke", "t2", 0, "SUCCESS", 1, PRICED), ("smoke", "t4", 0, "FAILURE", 1, unpriced),
+            ("e2e", "t1", 0, "SUCCESS", 3, PRICED), ("e2e", "t1", 1, "SUCCESS", 3, PRICED),
+            ("e2e", "t3", 0, "SUCCESS", 2, PRICED), ("e2e", "t4", 0, "FAILURE", 4, PRICED)):
+        write(root, task(task_id, variant, status=status, score=1.0 if status == "SUCCESS" else 0.0,
+                         iterations=[dict(turns_of(n), token_usage=usage)], total_token_usage=usage), replicate=rep)
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "ab-test", "description": "",
+                                                         "variant_ids": ["smoke", "e2e"]}))
+    assert ingest(root).errors == []
+    data = client.get("/api/compare", params={"experiment": "ab-test", "a": "smoke", "b": "e2e"}).json()
+    s = data["summary"]
+    assert (s["paired"], s["only_a"], s["only_b"]) == (3, ["t2"], ["t3"])
+    assert s["confusion"] == {"pass_pass": 1, "pass_fail": 0, "fail_pass": 1, "fail_fail": 1}
+    assert s["verdict_agreement"] == {"agree": 2, "total": 3}
+    assert (s["steps"]["a"], s["steps"]["b"], s["steps"]["saved_pct"]) == (3, 10, pytest.approx(70.0))
+    assert (s["cost_usd"]["a"], s["cost_usd"]["b"], s["cost_usd"]["pairs"], s["cost_usd"]["missing"]) == (
+        pytest.approx(0.02), pytest.approx(0.02), 2, 1)
+    assert data["replicates"]["flaky_a"] == ["t1"] and data["replicates"]["flaky_b"] == []
+    shown = {v["variant"]: v for v in client.get("/api/experiments").json()["experiments"][0]["variants"]}
+    # by run: smoke 2 of 4, e2e 3 of 4; by task: smoke t1 mixed, t2 pass, t4 fail -> 1 of 2
+    assert (shown["smoke"]["pass_rate"], shown["smoke"]["tasks_mixed"], shown["smoke"]["task_pass_rate"]) == (0.5, 1, 0.5)
+    assert (shown["e2e"]["pass_rate"], shown["e2e"]["task_pass_rate"]) == (0.75, pytest.approx(2 / 3))
+
+
+# -- zips of every layout ---------------------------------------------------------------------
+
+def test_a_zip_of_a_results_folder_without_run_json_or_of_one_variant_is_read(client, tmp_path):
+    # run.json is written when the run ends: a run stopped before that, or one variant's
+    # folder zipped on its own, holds task.json files only. Each is read as the same
+    # folder would be (docs/upload.md: "a .zip of any of them").
+    import io
+    import zipfile
+
+    def zipped(files: dict[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            for name, doc in files.items():
+                zf.writestr(name, orjson.dumps(doc))
+        return buf.getvalue()
+
+    def upload(name: str, data: bytes) -> dict[str, Any]:
+        return client.post("/api/traces", params={"wait": "true"},
+                           files=[("files", (name, data, "application/zip"))]).json()
+
+    body = upload("night.zip", zipped({"night/smoke/t1/00/task.json": task("t1", "smoke"),
+                                       "night/smoke/t1/01/task.json": task("t1", "smoke", status="FAILURE", score=0.0),
+                                       "night/e2e/t1/00/task.json": task("t1", "e2e")}))
+    assert body["errors"] == [] and body["rejected"] == []
+    assert sorted(body["runs_created"]) == ["night/e2e/t1/00", "night/smoke/t1/00", "night/smoke/t1/01"]
+    body = upload("smoke-only.zip", zipped({"smoke/t2/00/task.json": task("t2", "smoke")}))
+    assert body["errors"] == [] and len(body["runs_created"]) == 1
+    run = api_run(client, body["runs_created"][0])["run"]
+    assert (run["variant"], run["task_id"], run["verdict"]) == ("smoke", "t2", "pass")
+    body = upload("one.zip", zipped({"task.json": task("t3")}))
+    assert body["errors"] == [] and len(body["runs_created"]) == 1
