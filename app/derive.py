@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Optional
 
-from sqlalchemy import Integer, and_, bindparam, func, select, text, update
+from sqlalchemy import Integer, and_, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from . import search
@@ -93,29 +93,9 @@ def _end_num(end: dict[str, Any], key: str) -> Optional[float]:
 
 
 def _dispatched_actions(conn: Connection, pk: int) -> Optional[int]:
-    """The tool calls a run's steps made, or None when no step lists any. Per step the
-    same rule as the lab's `app.lab.state.step_tool_calls`: `actions`, else
-    `decision.actions`, else `tool_invocations` (QitOS). Summed in SQL so the step records
-    never come into Python, each record parsed once (the first version parsed it up to
-    six times: 0.36 s for two 1,000-step runs on PostgreSQL, measured)."""
-    if conn.dialect.name == "postgresql":
-        # The record is stored as the line's text: parsed once into jsonb in the inner
-        # query. jsonb refuses \u0000: a step holding one counts no calls rather than
-        # failing the batch (lone surrogates never get this far: such a line is refused).
-        sql = ("SELECT sum(CASE WHEN jsonb_typeof(j->'actions') = 'array' AND jsonb_array_length(j->'actions') > 0 "
-               "THEN jsonb_array_length(j->'actions') "
-               "WHEN jsonb_typeof(j#>'{decision,actions}') = 'array' AND jsonb_array_length(j#>'{decision,actions}') > 0 "
-               "THEN jsonb_array_length(j#>'{decision,actions}') "
-               "WHEN jsonb_typeof(j->'tool_invocations') = 'array' THEN jsonb_array_length(j->'tool_invocations') END) "
-               "FROM (SELECT record::jsonb AS j FROM steps "
-               "WHERE run_pk = :pk AND strpos(record, '\\u0000') = 0) AS s")
-    else:
-        # json_array_length is 0 for a value that is not an array and NULL for a missing
-        # path: NULLIF moves on to the next list, as the lab's rule does for an empty one.
-        sql = ("SELECT sum(coalesce(nullif(json_array_length(record, '$.actions'), 0), "
-               "nullif(json_array_length(record, '$.decision.actions'), 0), "
-               "json_array_length(record, '$.tool_invocations'))) FROM steps WHERE run_pk = :pk")
-    value = conn.execute(text(sql), {"pk": pk}).scalar()
+    """The tool calls a run's steps made, or None when no step lists any: the sum of what
+    the reader counted per step (app.ingest.rows.step_tool_calls)."""
+    value = conn.execute(_TOOL_CALLS, {"pk": pk}).scalar()
     return int(value) if value is not None else None
 
 
@@ -169,6 +149,7 @@ _STEP_TOTALS = select(
     func.sum(func.coalesce(STEPS.c.retry, False).cast(type_=RUNS.c.steps.type)),
 ).where(STEPS.c.run_pk == _PK)
 _EARLY_SELECT = select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == _PK)
+_TOOL_CALLS = select(func.sum(STEPS.c.tool_calls)).where(STEPS.c.run_pk == _PK)
 _CRITERIA_SELECT = select(CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating, CRITERIA.c.pass_threshold,
                           CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed,
                           CRITERIA.c.has_spec).where(CRITERIA.c.run_pk == _PK)
@@ -215,7 +196,6 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     tool_calls = end.get("tool_calls") if isinstance(end.get("tool_calls"), int) \
         and not isinstance(end.get("tool_calls"), bool) else None
     if tool_calls is None and has_end and n_steps:
-        # Only once the run has ended: the sum reads every step record of the run.
         tool_calls = _dispatched_actions(conn, pk)
 
     early = conn.execute(_EARLY_SELECT, {"pk": pk}).first()

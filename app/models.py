@@ -154,6 +154,8 @@ class Step(SQLModel, table=True):
     record: Optional[str] = _text()
     #: for a large record: a copy with long values cut (app.previews), what pages read
     preview: Optional[str] = _text()
+    #: the tool calls the step made (app.ingest.rows.step_tool_calls; None: it lists none)
+    tool_calls: Optional[int] = None
 
 
 class CriticOutputRow(SQLModel, table=True):

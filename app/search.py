@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection
 
 from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_TABLE, RUNS, STEPS
 from .secrets import cut_point, mask_data, mask_text
-from .step_failures import MAY_FAIL, step_errors
+from .step_failures import step_errors
 
 #: The run's own fields that search finds it by.
 RUN_FIELDS = ("run_id", "task_id", "experiment", "variant", "model", "objective", "final_result", "stop_detail",
@@ -56,10 +56,10 @@ def searchable(value: Any) -> Optional[str]:
     """`value` as search holds it: cut where no secret is split, masked; None when empty."""
     if not isinstance(value, str) or not value.strip():
         return None
-    return mask_text(_cut(value))
+    return mask_text(cut(value))
 
 
-def _cut(value: str) -> str:
+def cut(value: str) -> str:
     """`value` cut to about TEXT_CHARS, masked first where it is longer: cutting first can
     take the end of a secret's shape away (the `@` of `postgresql://u:pw@host` just past the
     cut left `pw` unmasked, and searchable character by character). Masking looks at a few
@@ -75,25 +75,23 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def _names(record: dict[str, Any]) -> Iterable[Any]:
-    """The tool names a step holds, wherever a producer put them (search wants them all;
-    `app.lab.state.step_tool_calls` picks one list by precedence, which costs more)."""
-    decision = record.get("decision")
-    for calls in (record.get("actions"), decision.get("actions") if isinstance(decision, dict) else None,
-                  record.get("tool_invocations")):
-        if isinstance(calls, list):
-            for call in calls:
-                if isinstance(call, dict):
-                    yield call.get("name") or call.get("tool_name")
-
-
-def step_texts(record: Any, record_text: str) -> list[Any]:
-    """The texts a step record is found by: its tool names, and what failed in it (parsed
-    only when `record_text`, the line as stored, may hold a failure: one regex pass)."""
-    if not isinstance(record, dict):
+def step_texts(record: Any) -> list[Any]:
+    """The texts a step record is found by: the tool names it holds, wherever a producer put
+    them (search wants them all; `app.lab.state.step_tool_calls` picks one list by
+    precedence, which costs more), and what failed in it. The record is in hand, so its
+    failures are looked up where they live, not found by a regular expression over its
+    text (half the time on the benchmark's steps, and a long observation costs nothing)."""
+    if type(record) is not dict:
         return []
-    texts: list[Any] = list(_names(record))
-    if MAY_FAIL.search(record_text):  # one regex pass instead of walking every step's results
+    texts: list[Any] = []
+    decision = record.get("decision")
+    for calls in (record.get("actions"), decision.get("actions") if type(decision) is dict else None,
+                  record.get("tool_invocations")):
+        if type(calls) is list:
+            for call in calls:
+                if type(call) is dict:
+                    texts.append(call.get("name") or call.get("tool_name"))
+    if record.get("error") or record.get("tool_invocations") or record.get("action_results"):
         texts += step_errors(record)
     return texts
 
@@ -102,7 +100,7 @@ def add_texts(lines: dict[str, None], values: Iterable[Any]) -> None:
     """Add the non-empty strings among `values`, cut, to a run's lines (a dict: ordered, no duplicates)."""
     for value in values:
         if isinstance(value, str) and value:
-            lines[_cut(value)] = None
+            lines[value if len(value) <= TEXT_CHARS else cut(value)] = None
 
 
 def document(lines: Iterable[str]) -> Optional[str]:
@@ -167,7 +165,7 @@ def index_run(conn: Connection, pk: int, run: Any) -> None:
                 record = orjson.loads(record_text)
             except orjson.JSONDecodeError:
                 continue
-            add_texts(lines, step_texts(record, record_text))
+            add_texts(lines, step_texts(record))
     index_batch(conn, pk, run, document(lines))
 
 

@@ -66,26 +66,32 @@ class ReadBatch:
     def add(self, rec: dict[str, Any], raw: Optional[bytes], line: int) -> None:
         """Add one validated record (`raw`: its line as read, None for a record a transform made)."""
         run_id = rec["run_id"]
-        if run_id not in self.runs:
-            self.runs[run_id] = None
+        runs = self.runs
+        if run_id not in runs:
+            runs[run_id] = None
         self.records += 1
         ts = rec.get("ts")
-        if type(ts) is str and ts[-1:] == "Z" and ts[10:11] == "T":
-            key = (run_id, len(ts))
-            if ts > self.utc_text.get(key, ""):
-                self.utc_text[key] = ts
-        elif ts is not None:
-            parsed = parse_ts(ts)
-            if parsed is not None and (run_id not in self.parsed_ts or parsed > self.parsed_ts[run_id]):
-                self.parsed_ts[run_id] = parsed
+        if ts is not None:
+            if type(ts) is str and ts[-1:] == "Z" and ts[10:11] == "T":
+                key = (run_id, len(ts))
+                utc_text = self.utc_text
+                if ts > utc_text.get(key, ""):
+                    utc_text[key] = ts
+            else:
+                parsed = parse_ts(ts)
+                if parsed is not None and (run_id not in self.parsed_ts or parsed > self.parsed_ts[run_id]):
+                    self.parsed_ts[run_id] = parsed
         rtype = rec["type"]
         # A NUL reaches a parsed string only through a \u0000 escape: other lines skip scrubbing.
         scrub = raw is None or b"\\u0000" in raw
-        if rtype == "step":
+        if rtype == "event":
+            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub)))
+        elif rtype == "step":
             step = rec["step"]
             row, critics = step_row(step, rec, raw, scrub=scrub, encode=self.encode)
-            self.steps[(run_id, step)] = (row, critics, line)
-            self.texts[(run_id, step)] = _step_search_texts(rec, row, critics)
+            key2 = (run_id, step)
+            self.steps[key2] = (row, critics, line)
+            self.texts[key2] = _step_search_texts(rec, critics)
         elif rtype in WHOLE_TYPES:
             self.others.append((rec, raw, line))
         else:
@@ -131,7 +137,7 @@ class ReadBatch:
             lines: dict[str, None] = {}
             for key, (row, critics, _line) in self.steps.items():
                 if key[0] == run_id:
-                    lines.update(dict.fromkeys(_step_search_texts(self.step_record(key), row, critics)))
+                    lines.update(dict.fromkeys(_step_search_texts(self.step_record(key), critics)))
             doc = search.document(lines)
             if doc:
                 self.docs[run_id] = doc
@@ -141,10 +147,12 @@ class ReadBatch:
         self.runs = {rid: None for rid in self.runs if rid in kept}
 
 
-def _step_search_texts(rec: dict[str, Any], row: tuple, critics: list[tuple]) -> list[str]:
+def _step_search_texts(rec: dict[str, Any], critics: list[tuple]) -> list[str]:
     """A step's searchable texts: each critic's action and reason as stored, its tool names and errors."""
     lines: dict[str, None] = {}
     for c in critics:
-        search.add_texts(lines, (c[CRITIC_ACTION_AT], c[CRITIC_REASON_AT]))
-    search.add_texts(lines, search.step_texts(rec, row[STEP_RECORD_AT]))
+        for value in (c[CRITIC_ACTION_AT], c[CRITIC_REASON_AT]):
+            if value and type(value) is str:
+                lines[value if len(value) <= search.TEXT_CHARS else search.cut(value)] = None
+    search.add_texts(lines, search.step_texts(rec))
     return list(lines)

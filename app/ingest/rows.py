@@ -9,8 +9,8 @@ driver as text (`encode`: SQLite, and PostgreSQL by COPY) or as Python objects.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timezone
+from hashlib import sha1
 from typing import Any, Optional
 
 import orjson
@@ -18,7 +18,7 @@ import orjson
 from qita.engine.critic import ACTION_RANK, effective_action
 
 from ..jsontext import nul_safe as _json_safe
-from ..previews import preview_for
+from ..previews import PREVIEW_MIN_CHARS, make_preview
 
 
 def parse_ts(value: Any) -> Optional[datetime]:
@@ -89,8 +89,11 @@ def _raw_text(raw: Optional[bytes], record: dict[str, Any]) -> str:
     return text.replace("\x00", "\\u0000") if "\x00" in text else text
 
 
+_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def _canonical(record: dict[str, Any]) -> bytes:
-    return orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(record, option=_CANONICAL)
 
 
 # Row builders: one per record type, positional tuples in STEP_COLS / CRITIC_COLS /
@@ -102,7 +105,7 @@ def _canonical(record: dict[str, Any]) -> bytes:
 # tenth of the ingest time. `encode` says JSON values go to the driver as text (encoded
 # by orjson) rather than as Python objects.
 STEP_COLS = ("run_pk", "step", "ts", "duration_s", "tokens_input", "tokens_output", "tokens_total", "cost_usd",
-             "retry", "critic_action", "critic_score", "record", "preview")
+             "retry", "critic_action", "critic_score", "record", "preview", "tool_calls")
 CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", "reason", "score", "details")
 EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record", "preview")
 #: Where a step row (without run_pk) keeps its record text, and a critic row its action and reason.
@@ -147,14 +150,15 @@ def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: boo
              encode: bool) -> tuple[tuple, list[tuple]]:
     """A step record's row and its critic-output rows (without run_pk)."""
     text = clean_text if scrub else _text_fast
-    tokens = rec.get("tokens") or {}
+    get = rec.get
     critics = []
-    rank = -1
     action_max = None
-    total: float = 0
-    n = 0
-    outputs = rec.get("critic_outputs")
+    score_mean = None
+    outputs = get("critic_outputs")
     if outputs:
+        rank = -1
+        total: float = 0
+        n = 0
         for i, o in enumerate(outputs):
             action = o.get("action")
             eff = effective_action(action)
@@ -167,32 +171,74 @@ def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: boo
             if score is not None:
                 total += score
                 n += 1
-            critics.append((step, i, text(o.get("critic")), text(action), eff, text(o.get("reason")), score,
-                            _json_value(o.get("details"), scrub, encode)))
+            reason = o.get("reason")
+            critic = o.get("critic")
+            details = o.get("details")
+            critics.append((step, i, critic if not scrub and type(critic) is str else text(critic),
+                            action if not scrub and type(action) is str else text(action), eff,
+                            reason if not scrub and type(reason) is str else text(reason), score,
+                            _json_value(details, scrub, encode) if details is not None or encode else None))
+        if n:
+            score_mean = total / n
+    tokens = get("tokens")
+    if tokens:
+        t_in, t_out, t_total = tokens.get("input"), tokens.get("output"), tokens.get("total")
+        t_in = t_in if type(t_in) is int and -_INT_MAX <= t_in <= _INT_MAX else _int_fast(t_in)
+        t_out = t_out if type(t_out) is int and -_INT_MAX <= t_out <= _INT_MAX else _int_fast(t_out)
+        t_total = t_total if type(t_total) is int and -_INT_MAX <= t_total <= _INT_MAX else _int_fast(t_total)
+    else:
+        t_in = t_out = t_total = None
     record = _raw_text(raw, rec)
-    row = (step, text(rec.get("ts"), 100), _num_fast(rec.get("duration_s")),
-           _int_fast(tokens.get("input")), _int_fast(tokens.get("output")), _int_fast(tokens.get("total")),
-           _num_fast(rec.get("cost_usd")), bool(rec.get("retry")), action_max, (total / n) if n else None,
-           record, preview_for(len(record), rec))
+    ts = get("ts")
+    row = (step, ts if not scrub and type(ts) is str and len(ts) <= 100 else text(ts, 100),
+           _num_fast(get("duration_s")), t_in, t_out, t_total, _num_fast(get("cost_usd")), bool(get("retry")),
+           action_max, score_mean, record, make_preview(rec) if len(record) >= PREVIEW_MIN_CHARS else None,
+           step_tool_calls(rec))
     return row, critics
+
+
+def _array_length(holder: Any, key: str) -> Optional[int]:
+    # SQLite's json_array_length(record, '$.key'): None when the key is absent (or its
+    # holder is not an object), 0 for a value that is not an array.
+    if type(holder) is not dict or key not in holder:
+        return None
+    value = holder[key]
+    return len(value) if type(value) is list else 0
+
+
+def step_tool_calls(rec: dict[str, Any]) -> Optional[int]:
+    """The tool calls a step made: its `actions`, else `decision.actions`, else its
+    `tool_invocations` (QitOS), as the run's figure counts them (the lab's
+    `app.lab.state.step_tool_calls` reads the same lists); None when it lists none. Stored
+    per step, so a run's total is a sum in SQL: it used to parse every step record of the
+    run again in the database, a fifth of PostgreSQL's ingest time (migration 0015)."""
+    actions = _array_length(rec, "actions")
+    if actions:
+        return actions
+    decision = _array_length(rec.get("decision"), "actions")
+    if decision:
+        return decision
+    return _array_length(rec, "tool_invocations")
 
 
 def event_row(rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool) -> tuple:
     """The row (without run_pk) of an `event` or of a record of a type this board does not
     know (kept as written, keyed by the digest of its content)."""
     record = _raw_text(raw, rec)
-    step = rec.get("step")
-    ok = rec.get("ok")
-    phase = rec.get("phase") if rtype == "event" else f"[{rtype}]"
-    ts = rec.get("ts")
+    get = rec.get
+    step = get("step")
+    ok = get("ok")
+    phase = get("phase") if rtype == "event" else f"[{rtype}]"
+    ts = get("ts")
     if scrub:
         phase, ts = clean_text(phase, 200), clean_text(ts, 100)
     else:
         phase = phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200)
-        ts = ts if type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
+        ts = ts if ts is None or type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
     return (step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
-            ok if ok is True or ok is False else None, ts, hashlib.sha1(_canonical(rec)).hexdigest(), record,
-            preview_for(len(record), rec))
+            ok if ok is True or ok is False else None, ts,
+            sha1(orjson.dumps(rec, option=_CANONICAL)).hexdigest(), record,
+            make_preview(rec) if len(record) >= PREVIEW_MIN_CHARS else None)
 
 
 def criterion_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:

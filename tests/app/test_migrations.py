@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
@@ -91,3 +92,40 @@ def test_first_revision_then_head_keeps_ingested_data(tmp_path: Path, settings):
         assert ids == ["new-1", "old-1"]
         assert c.get("/api/runs/old-1").json()["run"]["objective"] == "kept objective"
         assert c.get("/api/runs/old-1/steps").json()["count"] == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_steps_stored_before_0015_get_their_tool_calls_counted(backend, tmp_path, request):
+    """Migration 0015 counts the calls of steps stored before it by the reader's rule:
+    actions, else decision.actions, else tool_invocations; none listed is None."""
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'm.db'}"
+    engine = make_engine(url)
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0014")
+    records = {
+        0: {"actions": [{"name": "a"}, {"name": "b"}], "tool_invocations": [{}]},  # 2: actions first
+        1: {"actions": [], "decision": {"actions": [{"name": "c"}]}},               # 1: empty actions skipped
+        2: {"tool_invocations": [{}, {}, {}]},                                       # 3: QitOS
+        3: {"observation": "nothing called"},                                        # None
+        4: {"tool_invocations": "not a list"},                                       # 0 (present, not a list)
+    }
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO runs (run_id, task_id, replicate, source_format, state, early_stop_enabled, "
+                          "has_start, has_end, closed, early_stopped, steps, retries) "
+                          "VALUES ('r', 'r', 0, 'qita', 'finished', false, true, true, false, false, 5, 0)"))
+        pk = conn.execute(text("SELECT id FROM runs")).scalar()
+        for n, body in records.items():
+            conn.execute(text("INSERT INTO steps (run_pk, step, retry, record) VALUES (:pk, :n, false, :r)"),
+                         {"pk": pk, "n": n, "r": orjson.dumps({"type": "step", "run_id": "r", "step": n, **body}).decode()})
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    with engine.connect() as conn:
+        got = dict(conn.execute(text("SELECT step, tool_calls FROM steps")).all())
+    engine.dispose()
+    assert got == {0: 2, 1: 1, 2: 3, 3: None, 4: 0}
+    from qita_board.ingest.rows import step_tool_calls
+
+    assert {n: step_tool_calls(body) for n, body in records.items()} == got  # the reader's rule, the same
