@@ -217,6 +217,12 @@ def execute(conn: Connection, plan: dict[str, Any], *, upload_id: Optional[int] 
     the forgotten sources and, for an upload, its record. Returns what was removed."""
     pks: list[int] = plan["_pks"]
     removed = {"runs": 0}
+    if conn.dialect.name == "postgresql":
+        # Before their rows: an ingest writing to one of these runs holds it FOR KEY SHARE
+        # until it commits (app.ingest.store.Applier._hold_runs), and steps, critic outputs
+        # and events have no foreign key to stop their rows outliving the run (migration 0016).
+        for chunk in _chunks(pks):
+            conn.execute(select(RUNS.c.id).where(RUNS.c.id.in_(chunk)).with_for_update()).all()
     for table in child_tables():
         n = 0
         for chunk in _chunks(pks):

@@ -25,6 +25,7 @@ def _configure(connection) -> None:
         render_as_batch=True,
         compare_type=True,
         include_name=qita_board.models.include_name,  # the SQLite search index is not in the metadata
+        include_object=qita_board.models.include_object(connection.dialect.name),  # migration 0016
     )
     with context.begin_transaction():
         context.run_migrations()

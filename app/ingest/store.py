@@ -79,6 +79,7 @@ _CRITERION_ID = select(CRITERIA.c.id).where(CRITERIA.c.run_pk == bindparam("pk")
 _LAST_POSITION = (select(CRITERIA.c.position).where(CRITERIA.c.run_pk == bindparam("pk"))
                   .order_by(CRITERIA.c.position.desc()).limit(1))
 _CRITERION_INSERT = insert(CRITERIA)
+_HOLD = select(RUNS.c.id).where(RUNS.c.id.in_(bindparam("pks", expanding=True))).with_for_update(key_share=True)
 _SEEN = bindparam("seen", type_=RUNS.c.last_seen_at.type)
 _SEEN_LATER = (update(RUNS).where(RUNS.c.id == bindparam("pk"))
                .where(RUNS.c.last_seen_at.is_(None) | (RUNS.c.last_seen_at < _SEEN)).values(last_seen_at=_SEEN))
@@ -196,6 +197,22 @@ class Applier:
                 self._run_pks[rid] = pk
             created.update(new)
 
+    def _hold_runs(self, conn: Connection, run_ids: Iterable[str], created: set[str]) -> None:
+        """PostgreSQL: hold the batch's runs `FOR KEY SHARE` until it commits, so a delete by
+        another board (which takes them `FOR UPDATE` first: app.removal) waits for it, or it
+        for the delete; a run deleted meanwhile is made again. This is what the foreign keys
+        of steps, critic outputs and events checked row by row (migration 0016)."""
+        wanted = {self._run_pks[r]: r for r in run_ids}
+        held: set[int] = set()
+        pks = list(wanted)
+        for i in range(0, len(pks), 500):
+            held.update(pk for (pk,) in conn.execute(_HOLD, {"pks": pks[i:i + 500]}))
+        gone = [rid for pk, rid in wanted.items() if pk not in held]
+        if gone:
+            for rid in gone:
+                self.forget(rid)
+            self._ensure_runs(conn, gone, created)
+
     # -- the batch -----------------------------------------------------------------------
     def apply(self, conn: Connection, batch: ReadBatch, *, source_format: str = "qita", closed: bool = False,
               replacing: frozenset[str] = frozenset()) -> tuple[set[str], set[str], list[tuple[str, int, str, str]]]:
@@ -208,6 +225,8 @@ class Applier:
         """
         created: set[str] = set()
         self._ensure_runs(conn, batch.runs, created)
+        if self.dialect == "postgresql":
+            self._hold_runs(conn, batch.runs, created)
         rows = self.gather(batch)
         self._write_boundaries(conn, rows, source_format, replacing)
         self._write_steps(conn, rows)

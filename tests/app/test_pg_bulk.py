@@ -183,3 +183,107 @@ def test_appended_lines_are_read_from_the_offset(pg_settings: Settings, sqlite: 
     _, pg_rows = ingest(pg_settings, path)
     _, lite_rows = ingest(sqlite, path)
     assert pg_rows == lite_rows
+
+
+def _orphans(engine) -> int:
+    """Rows of the tables without a foreign key on PostgreSQL (migration 0016) whose run is gone."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return sum(conn.execute(text(f"SELECT count(*) FROM {t} x WHERE NOT EXISTS "
+                                     "(SELECT 1 FROM runs r WHERE r.id = x.run_pk)")).scalar()
+                   for t in ("steps", "critic_outputs", "events"))
+
+
+def _steps_of(run_id: str, first: int, n: int) -> list[dict[str, Any]]:
+    return [{"type": "step", "run_id": run_id, "step": i, "critic_outputs": [{"critic": "c", "action": "continue"}]}
+            for i in range(first, first + n)]
+
+
+def test_a_delete_waits_for_the_ingest_writing_to_its_run_and_leaves_no_rows_behind(pg_settings: Settings,
+                                                                                   tmp_path: Path, monkeypatch):
+    import threading
+    import time
+
+    from qita_board import removal
+    from qita_board.ingest.store import Applier
+
+    engine = open_database(pg_settings)
+    try:
+        first = tmp_path / "a.jsonl"
+        first.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in _steps_of("r", 0, 3)))
+        Ingestor(engine, pg_settings).ingest_paths([str(first)])
+        # the second ingest stops inside its transaction, holding run r, until released
+        held, release = threading.Event(), threading.Event()
+        real = Applier._hold_runs
+
+        def hold_then_wait(self, conn, run_ids, created):
+            real(self, conn, run_ids, created)
+            held.set()
+            release.wait(10)
+
+        monkeypatch.setattr(Applier, "_hold_runs", hold_then_wait)
+        second = tmp_path / "b.jsonl"
+        second.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in _steps_of("r", 3, 3)))
+        writer = threading.Thread(target=lambda: Ingestor(engine, pg_settings).ingest_paths([str(second)]))
+        writer.start()
+        assert held.wait(10)
+        took: list[float] = []
+
+        def delete_run() -> None:
+            start = time.monotonic()
+            with engine.begin() as conn:
+                removal.execute(conn, removal.plan_runs(conn, run_ids=["r"]))
+            took.append(time.monotonic() - start)
+
+        deleter = threading.Thread(target=delete_run)
+        deleter.start()
+        time.sleep(0.5)
+        assert deleter.is_alive()  # waiting for the run the ingest holds
+        release.set()
+        writer.join(10)
+        deleter.join(10)
+        assert took and took[0] >= 0.5
+        with engine.connect() as conn:
+            assert conn.execute(select(RUNS.c.id)).all() == []  # the run and everything written to it
+        assert _orphans(engine) == 0
+    finally:
+        engine.dispose()
+
+
+def test_an_ingest_waits_for_a_delete_of_its_run_and_writes_to_a_new_one(pg_settings: Settings, tmp_path: Path):
+    import threading
+    import time
+
+    from qita_board import removal
+
+    engine = open_database(pg_settings)
+    try:
+        first = tmp_path / "a.jsonl"
+        first.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in _steps_of("r", 0, 3)))
+        ingestor = Ingestor(engine, pg_settings)
+        ingestor.ingest_paths([str(first)])  # the ingestor now remembers run r's key
+        with engine.connect() as conn:
+            old_pk = conn.execute(select(RUNS.c.id)).scalar()
+        conn = engine.connect()
+        trans = conn.begin()
+        removal.execute(conn, removal.plan_runs(conn, run_ids=["r"]))  # deleted, not yet committed
+        second = tmp_path / "b.jsonl"
+        second.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in _steps_of("r", 3, 2)))
+        done: list[Any] = []
+        writer = threading.Thread(target=lambda: done.append(ingestor.ingest_paths([str(second)])))
+        writer.start()
+        time.sleep(0.5)
+        assert writer.is_alive()  # waiting for the delete
+        trans.commit()
+        conn.close()
+        writer.join(10)
+        assert done and done[0].ok
+        with engine.connect() as c:
+            runs = c.execute(select(RUNS.c.id, RUNS.c.run_id, RUNS.c.steps)).all()
+            steps = sorted(n for (n,) in c.execute(select(STEPS.c.step)))
+        assert len(runs) == 1 and runs[0].id != old_pk and runs[0].run_id == "r"
+        assert steps == [3, 4] and runs[0].steps == 2  # only what came after the delete, in a new run
+        assert _orphans(engine) == 0
+    finally:
+        engine.dispose()

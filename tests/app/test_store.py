@@ -8,22 +8,42 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
 import qita_board.models  # noqa: F401
-from qita_board.models import include_name
+from qita_board.models import include_name, include_object
 from tests.conftest import ROOT
 
 
+@pytest.mark.both_backends
 def test_models_and_migrations_agree(engine):
     with engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True, "render_as_batch": True,
-                                                     "include_name": include_name})
+                                                     "include_name": include_name,
+                                                     "include_object": include_object(engine.dialect.name)})
         diff = compare_metadata(ctx, SQLModel.metadata)
     assert diff == []
+
+
+@pytest.mark.both_backends
+def test_the_bulk_tables_keep_their_foreign_keys_on_sqlite_only(engine):
+    """Migration 0016: on PostgreSQL steps, critic outputs and events have no foreign key to
+    runs (the writer holds the runs instead); every other table keeps its keys."""
+    insp = inspect(engine)
+    referring = {t for t in insp.get_table_names() for fk in insp.get_foreign_keys(t) if fk["referred_table"] == "runs"}
+    bulk = {"steps", "critic_outputs", "events"}
+    assert {"criteria", "early_stops", "run_tags", "run_search", "upload_runs", "lab_runs"} <= referring
+    assert (referring & bulk) == (set() if engine.dialect.name == "postgresql" else bulk)
+    # the comparison filter hides exactly those keys, and only on PostgreSQL
+    fk = next(iter(SQLModel.metadata.tables["steps"].foreign_key_constraints))
+    assert include_object("postgresql")(fk, fk.name, "foreign_key_constraint", False, None) is False
+    assert include_object("sqlite")(fk, fk.name, "foreign_key_constraint", False, None) is True
+    other = next(iter(SQLModel.metadata.tables["criteria"].foreign_key_constraints))
+    assert include_object("postgresql")(other, other.name, "foreign_key_constraint", False, None) is True
 
 
 def test_the_comparison_skips_only_the_search_index(engine):
