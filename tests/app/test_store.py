@@ -106,3 +106,47 @@ def test_a_plain_install_ships_every_module_templates_static_and_migrations_and_
     assert app_modules <= set(names), sorted(app_modules - set(names))
     # and no top-level `app` package, which would collide with other FastAPI projects
     assert not [n for n in names if n.split("/")[0] == "app"]
+
+
+def test_an_ingest_checkpoints_the_wal_in_the_background_and_gives_the_connections_their_default_back(
+        tmp_path, migrated_sqlite, monkeypatch):
+    """app.db.Checkpointer: the ingest's commits skip SQLite's own checkpoint (a copy and an
+    fsync every 4 MB), a thread of its own checkpoints instead, so the WAL stays a fraction
+    of what was written, and every connection has SQLite's default back afterwards."""
+    import orjson
+
+    from qita_board import db as db_module
+    from qita_board.db import Checkpointer, open_database
+    from qita_board.ingest import Ingestor
+    from tests.conftest import fresh_sqlite
+
+    monkeypatch.setattr(db_module, "CHECKPOINT_WAL_BYTES", 256 * 1024)
+    made: list[Checkpointer] = []
+    real_init = Checkpointer.__init__
+
+    def spy(self, *a, **k):
+        real_init(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(Checkpointer, "__init__", spy)
+    settings = fresh_sqlite(migrated_sqlite, tmp_path).model_copy(update={"batch_lines": 200, "reader_process_bytes": 0})
+    trace = tmp_path / "t.jsonl"
+    with open(trace, "wb") as fh:
+        for i in range(6000):
+            fh.write(orjson.dumps({"type": "step", "run_id": f"r{i % 3}", "step": i, "observation": "o" * 1500}) + b"\n")
+    engine = open_database(settings)
+    try:
+        assert Ingestor(engine, settings).ingest_paths([str(trace)]).ok
+        wal = Path(str(settings.db) + "-wal")
+        assert len(made) == 1 and made[0].checkpoints >= 3
+        # reused after each checkpoint: without them it holds every page written, more than the trace itself
+        assert wal.stat().st_size < trace.stat().st_size / 2
+        for _ in range(3):  # whichever pooled connection comes back
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == db_module.AUTOCHECKPOINT_PAGES
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM steps").scalar() == 6000
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+    finally:
+        engine.dispose()
+    assert not any(t.name == "qita-checkpoint" for t in __import__("threading").enumerate())
