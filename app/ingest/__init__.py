@@ -430,22 +430,26 @@ class Ingestor:
         encode = self.applier.encode()
         if reader.use_process(src, saved, st.st_size, self.settings):
             try:
-                self._commit_chunks(src, report, reader.ReaderProcess(src, saved, settings=self.settings, final=final,
-                                                                      encode=encode, stop=self.stop),
-                                    st, final=final, closed=closed)
-                return
-            except reader.ReaderFailed as exc:
-                # A bug or a killed child: what it read is committed with its offsets; the
-                # rest is read here, from the saved offset (a reload goes on where it was).
-                log.warning("reading %s in a process of its own failed; reading it here: %s", src.label, exc)
-                reload = src.reload
-                prev = self._source_row(src.key)
-                saved = dict(prev) if prev is not None else None
-                if reload is not None:
-                    chunks = reader.read_chunks(src, None, settings=self.settings, final=final, encode=encode,
-                                                stop=self.stop)
-                    self._commit_chunks(src, report, chunks, st, final=final, closed=closed, reload=reload)
+                process = reader.ReaderProcess(src, saved, settings=self.settings, final=final, encode=encode,
+                                               stop=self.stop)
+            except OSError as exc:  # no fork (out of memory or processes): read it here
+                log.warning("cannot start a reader process for %s (%s); reading it here", src.label, exc)
+            else:
+                try:
+                    self._commit_chunks(src, report, process, st, final=final, closed=closed)
                     return
+                except reader.ReaderFailed as exc:
+                    # A bug or a killed child: what it read is committed with its offsets; the
+                    # rest is read here, from the saved offset (a reload goes on where it was).
+                    log.warning("reading %s in a process of its own failed; reading it here: %s", src.label, exc)
+                    reload = src.reload
+                    prev = self._source_row(src.key)
+                    saved = dict(prev) if prev is not None else None
+                    if reload is not None:
+                        chunks = reader.read_chunks(src, None, settings=self.settings, final=final, encode=encode,
+                                                    stop=self.stop)
+                        self._commit_chunks(src, report, chunks, st, final=final, closed=closed, reload=reload)
+                        return
         chunks = reader.read_chunks(src, saved, settings=self.settings, final=final, encode=encode, stop=self.stop)
         self._commit_chunks(src, report, chunks, st, final=final, closed=closed)
 

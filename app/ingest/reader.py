@@ -184,7 +184,12 @@ class ReaderProcess:
                  stop: Optional[Callable[[], bool]] = None):
         self.stop = stop
         r, w = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            raise
         if pid == 0:  # the child: never returns
             os.close(r)
             _child(Connection(w, readable=False), src, prev, settings=settings, final=final, encode=encode)
@@ -206,6 +211,8 @@ class ReaderProcess:
                     kind, payload = pickle.loads(self.conn.recv_bytes())
                 except (EOFError, OSError) as exc:
                     raise ReaderFailed("the reader process ended early") from exc
+                except Exception as exc:  # noqa: BLE001 — a message that does not unpickle
+                    raise ReaderFailed(f"the reader process sent what cannot be read: {exc}") from exc
                 if kind == "chunk":
                     yield payload
                     if payload.last:
@@ -242,15 +249,20 @@ def _child(conn: Connection, src: Any, prev: Optional[dict[str, Any]], *, settin
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _widen_pipe(conn.fileno())
         sender = _Sender(conn)
-        for chunk in read_chunks(src, prev, settings=settings, final=final, encode=encode):
-            sender.put(pickle.dumps(("chunk", chunk), protocol=pickle.HIGHEST_PROTOCOL))
+        try:
+            for chunk in read_chunks(src, prev, settings=settings, final=final, encode=encode):
+                sender.put(pickle.dumps(("chunk", chunk), protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError as exc:
+            code = 1
+            sender.put(pickle.dumps(("oserror", (exc.errno or 0, exc.strerror or type(exc).__name__))))
+        except Exception:  # noqa: BLE001 — told to the writer, which reads the rest itself
+            code = 1
+            sender.put(pickle.dumps(("failed", traceback.format_exc(limit=8))))
+        # The message goes after the chunks before it, by the same thread: never in the
+        # middle of one (the writer would read a torn message).
         sender.finish()
-    except (BrokenPipeError, ConnectionResetError):
-        code = 1  # the writer went away
-    except OSError as exc:
-        code = _send(conn, ("oserror", (exc.errno or 0, exc.strerror or type(exc).__name__)))
-    except BaseException:  # noqa: BLE001 — anything else is told to the writer, which reads the rest itself
-        code = _send(conn, ("failed", traceback.format_exc(limit=8)))
+    except BaseException:  # noqa: BLE001 — the writer went away (a broken pipe), or the sender failed
+        code = 1
     finally:
         os._exit(code)
 
@@ -306,9 +318,3 @@ def _widen_pipe(fd: int) -> None:
         pass
 
 
-def _send(conn: Connection, message: tuple) -> int:
-    try:
-        conn.send_bytes(pickle.dumps(message))
-    except OSError:
-        pass
-    return 1

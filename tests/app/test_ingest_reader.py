@@ -238,3 +238,35 @@ def test_small_files_and_other_readers_stay_in_the_writer(tmp_path, migrated_sql
     # QitOS folders keep state from line to line (their run_end comes from the END event)
     _ingest(_settings(migrated_sqlite, tmp_path / "q", reader_process_bytes=1), qitos_runs)
     assert spy.started == []
+
+
+def test_no_fork_means_the_writer_reads_the_file_itself(tmp_path, migrated_sqlite, spy, monkeypatch, caplog):
+    path = write_jsonl(tmp_path / "t.jsonl", records(runs=2))
+    _, expected = _ingest(_settings(migrated_sqlite, tmp_path / "a", reader_process_bytes=0), path)
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    fds = len(os.listdir("/proc/self/fd"))
+    report, rows = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=1), path)
+    assert rows == expected and len(report.errors) == 4  # the two runs' bad lines, read here
+    assert "cannot start a reader process" in caplog.text
+    assert len(os.listdir("/proc/self/fd")) == fds  # the pipe was closed
+
+
+def test_a_message_torn_or_unreadable_is_a_failed_reader_not_a_crash(tmp_path, migrated_sqlite, spy, monkeypatch,
+                                                                     caplog):
+    path = write_jsonl(tmp_path / "t.jsonl", records(runs=2))
+    _, expected = _ingest(_settings(migrated_sqlite, tmp_path / "a", reader_process_bytes=0), path)
+    parent = os.getpid()
+    real_dumps = reader.pickle.dumps
+
+    def garbled(obj: Any, *a: Any, **k: Any) -> bytes:
+        data = real_dumps(obj, *a, **k)
+        return data[: len(data) // 2] if os.getpid() != parent else data
+
+    monkeypatch.setattr(reader.pickle, "dumps", garbled)
+    report, rows = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=1), path)
+    assert rows == expected
+    assert "sent what cannot be read" in caplog.text and _no_children()
