@@ -179,11 +179,13 @@ def peak_rss(trace: Path) -> dict[str, Any]:
     """Ingest `trace` in a child process and report its peak RSS (VmHWM) and time."""
     with tempfile.TemporaryDirectory(dir=WORK) as tmp:
         db = Path(tmp) / "rss.db"
-        code = ("import json,sys,time;from pathlib import Path;from bench.ingest import fresh_db,our_ingest;"
+        # The reader process (app.ingest.reader) is a child of the ingesting process: its peak
+        # is the largest ru_maxrss of the children it reaped, reported beside the writer's.
+        code = ("import json,sys,time,resource;from pathlib import Path;from bench.ingest import fresh_db,our_ingest;"
                 "from bench.common import proc_status;db=fresh_db(Path(sys.argv[2]),'rss.db');"
                 "base=proc_status('self','VmRSS');t=time.perf_counter();n=our_ingest(Path(sys.argv[1]),db);"
                 "print(json.dumps({'records':n,'seconds':time.perf_counter()-t,'hwm':proc_status('self','VmHWM'),"
-                "'base':base}))")
+                "'reader_hwm':resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024,'base':base}))")
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         res = subprocess.run([sys.executable, "-c", code, str(trace), str(db.parent)], capture_output=True, text=True,
                              env=env, check=True)
@@ -234,8 +236,12 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         result["rss"] = r
         print(f"trace: {trace} ({r['bytes'] / 1e6:.1f} MB, {r['records']} records, {r['seconds']:.0f} s,"
               f" {r['bytes'] / 1e6 / r['seconds']:.1f} MB/s)")
-        print(figure(f"peak RSS ingesting {r['bytes'] / 2**20:.0f} MiB", f"{r['hwm'] / 2**20:.0f} MiB", "< 250 MiB",
-                     r["hwm"] < TARGET_RSS))
+        print(figure(f"peak RSS ingesting {r['bytes'] / 2**20:.0f} MiB (writer)", f"{r['hwm'] / 2**20:.0f} MiB",
+                     "< 250 MiB", r["hwm"] < TARGET_RSS))
+        print(figure("peak RSS of its reader process", f"{r['reader_hwm'] / 2**20:.0f} MiB"))
+        both = r["hwm"] + r["reader_hwm"]
+        print(figure("writer + reader (an upper bound: the fork shares pages)", f"{both / 2**20:.0f} MiB",
+                     "< 250 MiB", both < TARGET_RSS))
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(result, indent=2, default=str))

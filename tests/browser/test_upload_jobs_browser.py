@@ -47,7 +47,10 @@ def test_a_running_upload_cancelled_offers_to_remove_what_it_wrote(tmp_path, bro
     from qita_board.settings import Settings
     from tests.browser.conftest import LiveServer
 
-    server = LiveServer(Settings(db=str(tmp_path / "c.db"), ingest_workers=1, batch_lines=20)).start()
+    # Read in the writer's process (reader_process_bytes=0), a transaction per 20 lines: long
+    # enough to be cancelled while running (a reader process finishes it in a few seconds).
+    server = LiveServer(Settings(db=str(tmp_path / "c.db"), ingest_workers=1, batch_lines=20,
+                                 reader_process_bytes=0)).start()
     page = browser.new_page(viewport={"width": 390, "height": 844})
     try:
         body = orjson.dumps({"type": "run_start", "run_id": "big", "task_id": "t"}) + b"\n" + b"".join(
