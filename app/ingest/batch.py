@@ -110,6 +110,29 @@ class ReadBatch:
         self.texts = {}
         return self
 
+    @classmethod
+    def merged(cls, batches: list["ReadBatch"]) -> "ReadBatch":
+        """Consecutive closed batches of one source as one, as if read as one batch: a key
+        written again keeps its later record at the place of its first."""
+        out = cls(batches[0].label, encode=batches[0].encode)
+        docs: dict[str, list[str]] = {}
+        for b in batches:
+            out.runs.update(b.runs)
+            out.steps.update(b.steps)
+            out.events += b.events
+            out.others += b.others
+            for key, ts in b.utc_text.items():
+                if ts > out.utc_text.get(key, ""):
+                    out.utc_text[key] = ts
+            for run_id, parsed in b.parsed_ts.items():
+                if run_id not in out.parsed_ts or parsed > out.parsed_ts[run_id]:
+                    out.parsed_ts[run_id] = parsed
+            for run_id, doc in b.docs.items():
+                docs.setdefault(run_id, []).append(doc)
+            out.records += b.records
+        out.docs = {run_id: "\n".join(parts) for run_id, parts in docs.items()}
+        return out
+
     # -- what the writer's overwrite rule reads and drops (app.ingest.overwrite) -----------
     def step_record(self, key: tuple[str, int]) -> dict[str, Any]:
         """The record of a step in the batch, parsed again from its line (rare: the overwrite rule's comparisons)."""

@@ -186,7 +186,7 @@ def test_a_reader_process_that_fails_leaves_the_rest_to_the_writer(tmp_path, mig
 
 def test_a_stop_while_the_reader_process_reads_stops_at_once_and_the_next_pass_finishes(tmp_path, migrated_sqlite,
                                                                                         spy, monkeypatch):
-    monkeypatch.setattr(ingest_module, "TRANSACTION_S", 0.0)  # a transaction per chunk: several to stop between
+    monkeypatch.setattr(ingest_module, "GROUP_CHUNKS", 1)  # a transaction per chunk: several to stop between
     lines = records(runs=6, steps=400)
     path = write_jsonl(tmp_path / "t.jsonl", lines)
     settings = _settings(migrated_sqlite, tmp_path / "db", reader_process_bytes=1, batch_lines=100)
