@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Optional
 
-from sqlalchemy import Integer, and_, bindparam, func, select, update
+from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from . import search
@@ -92,13 +92,6 @@ def _end_num(end: dict[str, Any], key: str) -> Optional[float]:
     return None
 
 
-def _dispatched_actions(conn: Connection, pk: int) -> Optional[int]:
-    """The tool calls a run's steps made, or None when no step lists any: the sum of what
-    the reader counted per step (app.ingest.rows.step_tool_calls)."""
-    value = conn.execute(_TOOL_CALLS, {"pk": pk}).scalar()
-    return int(value) if value is not None else None
-
-
 #: Verdicts a run may record; `error` means it never produced a gradeable attempt.
 RECORDED_VERDICTS = ("pass", "fail", "error", "not_graded")
 
@@ -136,10 +129,13 @@ _RECOMPUTE_COLUMNS = tuple(RUNS.c[name] for name in ("end_record", "has_end", "s
                                                       *(f for f in search.RUN_DATA_FIELDS if f != "end_record")))
 
 
-_PK = bindparam("pk", type_=Integer())
-# Built once: recompute_run runs for every touched run of every batch (see update_run).
-_RUN_SELECT = select(*_RECOMPUTE_COLUMNS).where(RUNS.c.id == _PK)
+_PKS: Any = bindparam("pks", expanding=True)
+# Built once: the derived fields are recomputed after every batch, for every run it touched
+# (see update_row). Each read covers a batch's runs at once: per run they were a dozen
+# statements, most of a short run's ingest time (170 runs of 5 steps: docs/performance.md).
+_RUN_SELECT = select(RUNS.c.id, *_RECOMPUTE_COLUMNS).where(RUNS.c.id.in_(_PKS))
 _STEP_TOTALS = select(
+    STEPS.c.run_pk,
     func.count(STEPS.c.id),
     func.sum(STEPS.c.tokens_input),
     func.sum(STEPS.c.tokens_output),
@@ -147,32 +143,105 @@ _STEP_TOTALS = select(
     func.sum(STEPS.c.cost_usd),
     func.sum(STEPS.c.duration_s),
     func.sum(func.coalesce(STEPS.c.retry, False).cast(type_=RUNS.c.steps.type)),
-).where(STEPS.c.run_pk == _PK)
-_EARLY_SELECT = select(EARLY.c.armed_criteria).where(EARLY.c.run_pk == _PK)
-_TOOL_CALLS = select(func.sum(STEPS.c.tool_calls)).where(STEPS.c.run_pk == _PK)
-_CRITERIA_SELECT = select(CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating, CRITERIA.c.pass_threshold,
-                          CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed,
-                          CRITERIA.c.has_spec).where(CRITERIA.c.run_pk == _PK)
-_EARLY_RECORD_SELECT = select(EARLY.c.record).where(EARLY.c.run_pk == _PK)
-_START_SELECT = select(RUNS.c.start_record).where(RUNS.c.id == _PK)
-_SPEC_SELECT = select(CRITERIA.c.criterion_id, CRITERIA.c.spec).where(CRITERIA.c.run_pk == _PK)
+).where(STEPS.c.run_pk.in_(_PKS)).group_by(STEPS.c.run_pk)
+_EARLY_SELECT = select(EARLY.c.run_pk, EARLY.c.armed_criteria).where(EARLY.c.run_pk.in_(_PKS))
+_TOOL_CALLS = select(STEPS.c.run_pk, func.sum(STEPS.c.tool_calls)).where(STEPS.c.run_pk.in_(_PKS)) \
+    .group_by(STEPS.c.run_pk)
+_CRITERIA_SELECT = select(CRITERIA.c.run_pk, CRITERIA.c.criterion_id, CRITERIA.c.stop_when, CRITERIA.c.gating,
+                          CRITERIA.c.pass_threshold, CRITERIA.c.has_result, CRITERIA.c.score, CRITERIA.c.passed,
+                          CRITERIA.c.has_spec).where(CRITERIA.c.run_pk.in_(_PKS)).order_by(CRITERIA.c.id)
+_EARLY_RECORD_SELECT = select(EARLY.c.run_pk, EARLY.c.record).where(EARLY.c.run_pk.in_(_PKS))
+_START_SELECT = select(RUNS.c.id, RUNS.c.start_record).where(RUNS.c.id.in_(_PKS))
+_SPEC_SELECT = select(CRITERIA.c.run_pk, CRITERIA.c.criterion_id, CRITERIA.c.spec).where(CRITERIA.c.run_pk.in_(_PKS))
+#: The columns recompute writes, in the one UPDATE it runs for a batch's runs.
+_DERIVED = ("steps", "retries", "tokens_input", "tokens_output", "tokens_total", "tokens_cache_read",
+            "tokens_cache_write", "tool_calls", "cost_usd", "agent_cost_usd", "elapsed_s", "agent_elapsed_s",
+            "early_stopped", "verdict", "criteria_verdict", "gated_on", "state", "updated_at")
+_UPDATE_DERIVED = (update(RUNS).where(RUNS.c.id == bindparam("p_id"))
+                   .values({c: bindparam(f"v_{c}", type_=RUNS.c[c].type) for c in _DERIVED}))
+#: Runs read per statement (each is an IN list).
+CHUNK = 500
 
 
 def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float,
-                  search_doc: Optional[str] = None) -> None:
-    """Recompute one run's derived columns from its rows, and index its fields for search
-    with `search_doc`, the batch's critic and step texts (app.search.index_batch)."""
+                  search_doc: Optional[str] = None) -> list[dict[str, Any]]:
+    """`recompute_runs` for one run."""
+    return recompute_runs(conn, [pk], now=now, abandon_after_s=abandon_after_s,
+                          docs={pk: search_doc} if search_doc else None)
+
+
+def recompute_runs(conn: Connection, pks: list[int], *, now: datetime, abandon_after_s: float,
+                   docs: Optional[dict[int, str]] = None) -> list[dict[str, Any]]:
+    """Recompute the derived columns of these runs from their rows; returns their search
+    rows, their fields and their `docs` (the batch's critic and step texts), for the caller
+    to add in one statement (app.search.insert_rows)."""
+    rows: list[dict[str, Any]] = []
+    for i in range(0, len(pks), CHUNK):
+        rows += _recompute(conn, pks[i:i + CHUNK], now=now, abandon_after_s=abandon_after_s, docs=docs or {})
+    return rows
+
+
+def _recompute(conn: Connection, pks: list[int], *, now: datetime, abandon_after_s: float,
+               docs: dict[int, str]) -> list[dict[str, Any]]:
     # Only the columns read below: the whole row decoded start_record, meta and the other
     # JSON columns with json.loads on every batch of every run (docs/performance.md).
-    run = conn.execute(_RUN_SELECT, {"pk": pk}).mappings().first()
-    if run is None:
-        return
-    agg = conn.execute(_STEP_TOTALS, {"pk": pk}).one()  # aggregates: always one row
-    n_steps, t_in, t_out, t_total, cost, dur, retries = agg
+    runs = {r["id"]: r for r in conn.execute(_RUN_SELECT, {"pks": pks}).mappings()}
+    if not runs:
+        return []
+    pks = [pk for pk in pks if pk in runs]
+    totals = {r[0]: tuple(r[1:]) for r in conn.execute(_STEP_TOTALS, {"pks": pks})}
+    early = {pk: armed for pk, armed in conn.execute(_EARLY_SELECT, {"pks": pks})}
+    crits: dict[int, list[dict[str, Any]]] = {}
+    for r in conn.execute(_CRITERIA_SELECT, {"pks": pks}).mappings():
+        c = dict(r)
+        crits.setdefault(c.pop("run_pk"), []).append(c)
+    # Weights and the gate threshold matter only to an early-stopped run's armed gate:
+    # read (and JSON-decoded) for those runs alone.
+    gated = [pk for pk in pks if pk in early and crits.get(pk)]
+    gate_thresholds: dict[int, Optional[float]] = {}
+    if gated:
+        records = dict(conn.execute(_EARLY_RECORD_SELECT, {"pks": gated}).all())
+        starts = dict(conn.execute(_START_SELECT, {"pks": gated}).all())
+        weights: dict[int, dict[str, Any]] = {}
+        for pk, cid, spec in conn.execute(_SPEC_SELECT, {"pks": gated}):
+            if isinstance(spec, dict):
+                weights.setdefault(pk, {})[cid] = weight_of(spec.get("weight"))
+        for pk in gated:
+            gate_thresholds[pk] = run_gate_threshold(records.get(pk), starts.get(pk))
+            for c in crits[pk]:
+                c["weight"] = weights.get(pk, {}).get(c["criterion_id"])
+    counted = [pk for pk in pks if runs[pk]["has_end"] and (totals.get(pk) or (0,))[0]
+               and _end_int(runs[pk]["end_record"], "tool_calls") is None]
+    calls = {pk: n for pk, n in conn.execute(_TOOL_CALLS, {"pks": counted})} if counted else {}
+    params = []
+    search_rows: list[dict[str, Any]] = []
+    for pk in pks:
+        run = runs[pk]
+        values = derived(run, totals.get(pk) or (0, None, None, None, None, None, 0), calls.get(pk),
+                         early_stopped=pk in early, armed=early.get(pk), criteria=crits.get(pk, []),
+                         gate_threshold=gate_thresholds.get(pk), now=now, abandon_after_s=abandon_after_s)
+        params.append({"p_id": pk, **{f"v_{c}": values[c] for c in _DERIVED}})
+        search_rows += search.rows_for(pk, run, docs.get(pk))
+    conn.execute(_UPDATE_DERIVED, params)
+    return search_rows
+
+
+def _end_int(end: Any, key: str) -> Optional[int]:
+    value = end.get(key) if isinstance(end, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def derived(run: Any, totals: tuple, tool_calls: Optional[int], *, early_stopped: bool, armed: Any,
+            criteria: list[dict[str, Any]], gate_threshold: Optional[float], now: datetime,
+            abandon_after_s: float) -> dict[str, Any]:
+    """One run's derived columns from what is stored of it: its row (`run`), its steps'
+    `totals` (count, input, output and total tokens, cost, duration, retries), their tool
+    calls, its early stop and criteria (pure: the reads are `recompute_runs`')."""
+    n_steps, t_in, t_out, t_total, cost, dur, retries = totals
     end = run["end_record"] or {}
     has_end = bool(run["has_end"])
 
-    steps = end.get("steps") if isinstance(end.get("steps"), int) and not isinstance(end.get("steps"), bool) else None
+    steps = _end_int(end, "steps")
     steps = max(steps, n_steps or 0) if steps is not None else (n_steps or 0)
     tokens_input = _tok(end, "input") if _tok(end, "input") is not None else t_in
     tokens_output = _tok(end, "output") if _tok(end, "output") is not None else t_out
@@ -193,29 +262,18 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
     if elapsed is None:
         elapsed = dur
     agent_elapsed = _end_num(end, "agent_elapsed_s") if "agent_elapsed_s" in end else elapsed
-    tool_calls = end.get("tool_calls") if isinstance(end.get("tool_calls"), int) \
-        and not isinstance(end.get("tool_calls"), bool) else None
-    if tool_calls is None and has_end and n_steps:
-        tool_calls = _dispatched_actions(conn, pk)
-
-    early = conn.execute(_EARLY_SELECT, {"pk": pk}).first()
-    early_stopped = early is not None
-    crit_rows = [dict(r) for r in conn.execute(_CRITERIA_SELECT, {"pk": pk}).mappings()]
-    gate_threshold = None
-    if early_stopped and crit_rows:
-        # Weights and the gate threshold matter only to an early-stopped run's armed gate:
-        # read (and JSON-decoded) for those runs alone.
-        gate_threshold = run_gate_threshold(conn.execute(_EARLY_RECORD_SELECT, {"pk": pk}).scalar(),
-                                            conn.execute(_START_SELECT, {"pk": pk}).scalar())
-        weights = {cid: weight_of(spec.get("weight")) for cid, spec in conn.execute(_SPEC_SELECT, {"pk": pk})
-                   if isinstance(spec, dict)}
-        for c in crit_rows:
-            c["weight"] = weights.get(c["criterion_id"])
+    recorded_calls = _end_int(end, "tool_calls")
+    if recorded_calls is not None:
+        tool_calls = recorded_calls
+    elif not (has_end and n_steps):
+        tool_calls = None  # counted once the run has ended
+    elif tool_calls is not None:
+        tool_calls = int(tool_calls)
     verdict, gated_on = derive_verdict(
-        crit_rows,
+        criteria,
         early_stopped=early_stopped,
         early_stop_enabled=bool(run["early_stop_enabled"]),
-        armed_ids=(early[0] if early and isinstance(early[0], list) else None),
+        armed_ids=(armed if isinstance(armed, list) else None),
         gate_threshold=gate_threshold,
     )
     state = derive_state(has_end=has_end, closed=bool(run["closed"]), last_seen_at=run["last_seen_at"],
@@ -226,7 +284,7 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         verdict = None  # a run that has not finished is never shown as passing
     elif recorded in RECORDED_VERDICTS:
         verdict = recorded
-    update_run(conn, pk, dict(
+    return dict(
         steps=steps,
         retries=int(retries or 0),
         tokens_input=tokens_input,
@@ -245,8 +303,7 @@ def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: 
         gated_on=gated_on if has_end else None,
         state=state,
         updated_at=now,
-    ))
-    search.index_batch(conn, pk, run, search_doc)
+    )
 
 
 def sweep_abandoned(conn: Connection, *, now: datetime, abandon_after_s: float) -> int:

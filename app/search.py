@@ -15,7 +15,8 @@ Each run field is cut to `TEXT_CHARS` where no secret is split, then masked; a b
 critic and step texts go in as one masked document (`document`), built from the records
 as the reader reads them (app.ingest.batch: in the reader's process when it has one),
 never read back from the store. Rows are added inside each batch's transaction
-(app.derive calls `index_batch` for every run the batch touched). Duplicates are kept
+(app.derive gives the rows of every run a batch touched, `rows_for`, and the writer adds them in
+one statement, `insert_rows`). Duplicates are kept
 out by a digest per run.
 
 On SQLite with FTS5's trigram tokenizer, `run_search_fts` (migrations 0010 and 0014, kept by
@@ -129,31 +130,43 @@ def run_texts(run: Any) -> list[str]:
     return [_no_nul(t) for t in texts if t]
 
 
-def _insert_ignoring_duplicates(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    conn.execute(insert(RUN_SEARCH).on_conflict_do_nothing(index_elements=["run_pk", "digest"]), rows)
+_INSERTS: dict[str, Any] = {}
 
 
-def index_batch(conn: Connection, pk: int, run: Any, doc: Optional[str]) -> None:
-    """Add run `pk`'s searchable texts after a batch: its fields (`run`: its row) and `doc`,
-    the batch's critic and step texts (`document`, built as the records were read).
+def insert_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Add search rows (`rows_for`), one statement for all, those a run holds already left out."""
+    if not rows:
+        return
+    dialect = conn.dialect.name
+    stmt = _INSERTS.get(dialect)
+    if stmt is None:
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = _INSERTS[dialect] = insert(RUN_SEARCH).on_conflict_do_nothing(index_elements=["run_pk", "digest"])
+    conn.execute(stmt, rows)
 
-    Duplicates are kept out by a digest per run, so a field that did not change adds nothing."""
+
+def rows_for(pk: int, run: Any, doc: Optional[str]) -> list[dict[str, Any]]:
+    """Run `pk`'s search rows after a batch: its fields (`run`: its row) and `doc`, the
+    batch's critic and step texts (`document`, built as the records were read). Keyed by a
+    digest per run, so a field that did not change adds nothing (`insert_rows`)."""
     texts = run_texts(run)
     if doc:
         texts.append(doc)
-    rows = {(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts}
-    if rows:
-        _insert_ignoring_duplicates(conn, list(rows.values()))
+    return list({(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts}.values())
+
+
+def index_batch(conn: Connection, pk: int, run: Any, doc: Optional[str]) -> None:
+    """Add run `pk`'s searchable texts after a batch (`rows_for`, then `insert_rows`)."""
+    insert_rows(conn, rows_for(pk, run, doc))
 
 
 def index_run(conn: Connection, pk: int, run: Any) -> None:
     """Index what is stored of run `pk` (`run`: its row): its fields, and its critic and
     step texts read back from their rows. The ingest indexes batches as it reads them
-    (`index_batch`); this is for runs stored before the search existed (migration 0010)."""
+    (`rows_for`); this is for runs stored before the search existed (migration 0010)."""
     lines: dict[str, None] = {}
     for action, reason in conn.execute(select(CRITICS.c.action, CRITICS.c.reason)
                                        .where(CRITICS.c.run_pk == pk).order_by(CRITICS.c.id)):

@@ -16,7 +16,7 @@ import orjson
 from sqlalchemy import JSON, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from .. import derive
+from .. import derive, search
 from ..jsontext import nul_safe as _json_safe
 from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUNS, STEPS
 from ..models import RUN_TAGS as TAGS
@@ -95,6 +95,8 @@ class Applier:
         self.dialect = engine.dialect.name
         self._run_pks: dict[str, int] = {}
         self._sql_cache: dict[tuple, str] = {}
+        #: statements built once per applier (building one per run was most of a short run's cost)
+        self._tags_insert: Any = None
         # PostgreSQL through psycopg 3 takes the SQLite path's positional rows by COPY (app.ingest.pg_bulk).
         self._pg_copy = pg_bulk.usable(engine)
 
@@ -410,9 +412,12 @@ class Applier:
             has_start=True,
         ))
         if tags:
-            ins = self._insert(TAGS)
-            if hasattr(ins, "on_conflict_do_nothing"):
-                ins = ins.on_conflict_do_nothing()
+            ins = self._tags_insert
+            if ins is None:
+                ins = self._insert(TAGS)
+                if hasattr(ins, "on_conflict_do_nothing"):
+                    ins = ins.on_conflict_do_nothing()
+                self._tags_insert = ins
             conn.execute(ins, [{"run_pk": pk, "tag": t} for t in dict.fromkeys(tags)])
         for pos, spec in enumerate(rec.get("criteria") or []):
             stop_when = spec.get("stop_when")
@@ -467,13 +472,10 @@ class Applier:
                   docs: Optional[dict[str, str]] = None) -> None:
         """Recompute verdict, state and totals of the given runs (see app.derive), and index
         what search finds them by (`docs`: the batch's search documents by run id)."""
-        now = utcnow()
-        for rid in run_ids:
-            pk = self._run_pks.get(rid)
-            if pk is None:
-                continue
-            derive.recompute_run(conn, pk, now=now, abandon_after_s=abandon_after_s,
-                                 search_doc=docs.get(rid) if docs else None)
+        pks = {self._run_pks[rid]: rid for rid in run_ids if rid in self._run_pks}
+        rows = derive.recompute_runs(conn, list(pks), now=utcnow(), abandon_after_s=abandon_after_s,
+                                     docs={pk: docs[rid] for pk, rid in pks.items() if rid in docs} if docs else None)
+        search.insert_rows(conn, rows)
 
     def add_warnings(self, conn: Connection, run_id: str, messages: list[str]) -> None:
         """Append warnings to a run (shown on its page), without duplicates."""

@@ -139,8 +139,10 @@ def test_an_ingest_checkpoints_the_wal_in_the_background_and_gives_the_connectio
         assert Ingestor(engine, settings).ingest_paths([str(trace)]).ok
         wal = Path(str(settings.db) + "-wal")
         assert len(made) == 1 and made[0].checkpoints >= 3
-        # reused after each checkpoint: without them it holds every page written, more than the trace itself
-        assert wal.stat().st_size < trace.stat().st_size / 2
+        # reused after each checkpoint: without them it holds every page written, more than
+        # the trace itself (16.4 MB here against 9.4 MB); with them 3.5 MB on a quiet
+        # machine, more when the checkpointing thread waits for a core
+        assert wal.stat().st_size < trace.stat().st_size
         for _ in range(3):  # whichever pooled connection comes back
             with engine.connect() as conn:
                 assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == db_module.AUTOCHECKPOINT_PAGES
