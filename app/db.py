@@ -85,8 +85,9 @@ class Checkpointer:
         self._wake = threading.Event()
         self._stop = False
         self.checkpoints = 0
-        self._thread = threading.Thread(target=self._run, name="qita-checkpoint", daemon=True)
-        self._thread.start()
+        #: started by the first checkpoint it is asked for (most ingests, a small upload or a
+        #: watch pass, never ask for one)
+        self._thread: Optional[threading.Thread] = None
 
     @staticmethod
     def for_engine(engine: Engine) -> Optional["Checkpointer"]:
@@ -112,16 +113,21 @@ class Checkpointer:
     def nudge(self) -> None:
         """After a commit: checkpoint if the WAL has grown past CHECKPOINT_WAL_BYTES."""
         try:
-            if os.path.getsize(self.wal) >= CHECKPOINT_WAL_BYTES:
-                self._wake.set()
+            if os.path.getsize(self.wal) < CHECKPOINT_WAL_BYTES:
+                return
         except OSError:
-            pass
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="qita-checkpoint", daemon=True)
+            self._thread.start()
+        self._wake.set()
 
     def close(self) -> None:
         """Stop after the checkpoint in progress (what is left is checkpointed by the next commit)."""
         self._stop = True
         self._wake.set()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
     def _run(self) -> None:
         conn = None
