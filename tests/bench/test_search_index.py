@@ -140,9 +140,13 @@ def test_an_unchanged_run_adds_nothing(filled):
 def test_the_index_is_asked_for_each_trigram_and_at_most_a_bounded_number():
     # The index keeps no positions (migration 0014): a q is its trigrams, ANDed, each quoted
     # so FTS5's operators and quotes inside it are plain text.
+    # side by side, every third character, and the last three: they cover q
+    assert search.trigram_query("abc") == '"abc"'
     assert search.trigram_query("abcd") == '"abc" AND "bcd"'
-    assert search.trigram_query('a"b AND') == '"a""b" AND """b " AND "b A" AND " AN" AND "AND"'
-    assert search.trigram_query("aaaaaa") == '"aaa"'  # each trigram once
+    assert search.trigram_query("abcdef") == '"abc" AND "def"'
+    assert search.trigram_query("task-00042") == '"tas" AND "k-0" AND "004" AND "042"'
+    assert search.trigram_query('a"b AND') == '"a""b" AND " AN" AND "AND"'
+    assert search.trigram_query("aaaaaaa") == '"aaa"'  # each trigram once
     long = search.trigram_query("".join(chr(0x4E00 + i) for i in range(200)))
     assert long.count(" AND ") == search.MAX_QUERY_TRIGRAMS - 1
     assert long.startswith(f'"{chr(0x4E00)}{chr(0x4E01)}{chr(0x4E02)}"')
