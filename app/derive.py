@@ -122,7 +122,7 @@ def update_run(conn: Connection, pk: int, values: dict[str, Any]) -> None:
     update_row(conn, RUNS, pk, values)
 
 
-#: The run's own columns `recompute_run` reads (and app.search indexes).
+#: The run's own columns `recompute_runs` reads (and app.search indexes).
 _RECOMPUTE_COLUMNS = tuple(RUNS.c[name] for name in ("end_record", "has_end", "started_at", "ended_at",
                                                       "early_stop_enabled", "closed", "last_seen_at",
                                                       "verdict_recorded", *search.RUN_FIELDS,
@@ -161,13 +161,6 @@ _UPDATE_DERIVED = (update(RUNS).where(RUNS.c.id == bindparam("p_id"))
                    .values({c: bindparam(f"v_{c}", type_=RUNS.c[c].type) for c in _DERIVED}))
 #: Runs read per statement (each is an IN list).
 CHUNK = 500
-
-
-def recompute_run(conn: Connection, pk: int, *, now: datetime, abandon_after_s: float,
-                  search_doc: Optional[str] = None) -> list[dict[str, Any]]:
-    """`recompute_runs` for one run."""
-    return recompute_runs(conn, [pk], now=now, abandon_after_s=abandon_after_s,
-                          docs={pk: search_doc} if search_doc else None)
 
 
 def recompute_runs(conn: Connection, pks: list[int], *, now: datetime, abandon_after_s: float,
