@@ -18,12 +18,12 @@ record, at the place of the first).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import orjson
 
 from .. import search
-from .rows import CRITIC_ACTION_AT, CRITIC_REASON_AT, STEP_RECORD_AT, event_row, parse_ts, step_row
+from .rows import CRITIC_ACTION_AT, CRITIC_REASON_AT, EVENT_RECORD_AT, STEP_RECORD_AT, event_row, parse_ts, step_row
 
 #: The record types applied field by field by the writer: they travel whole.
 WHOLE_TYPES = frozenset({"run_start", "run_end", "criterion", "early_stop"})
@@ -32,13 +32,16 @@ WHOLE_TYPES = frozenset({"run_start", "run_end", "criterion", "early_stop"})
 class ReadBatch:
     """The records of one batch (one transaction) of one source, sorted by type."""
 
-    __slots__ = ("label", "encode", "runs", "steps", "events", "others", "utc_text", "parsed_ts", "texts", "docs",
+    __slots__ = ("label", "encode", "positions", "runs", "steps", "events", "others", "utc_text", "parsed_ts", "texts", "docs",
                  "records")
 
-    def __init__(self, label: str, *, encode: bool):
+    def __init__(self, label: str, *, encode: bool, positions: bool = False):
         self.label = label
         #: JSON values as text (SQLite, PostgreSQL by COPY) or as Python objects (app.ingest.rows)
         self.encode = encode
+        #: step and event rows hold where their line lies in the file instead of its text,
+        #: until the writer reads it from there (`resolve`, app.ingest.reader)
+        self.positions = positions
         #: run ids in the order they first appear (new runs are numbered in this order)
         self.runs: dict[str, None] = {}
         #: (run id, step) -> (step row, critic rows, line), rows without run_pk; the last record wins
@@ -63,8 +66,9 @@ class ReadBatch:
     def __len__(self) -> int:
         return self.records
 
-    def add(self, rec: dict[str, Any], raw: Optional[bytes], line: int) -> None:
-        """Add one validated record (`raw`: its line as read, None for a record a transform made)."""
+    def add(self, rec: dict[str, Any], raw: Optional[bytes], line: int, at: int = 0) -> None:
+        """Add one validated record (`raw`: its line as read, None for a record a transform
+        made; `at`: where that line starts in the file)."""
         run_id = rec["run_id"]
         runs = self.runs
         if run_id not in runs:
@@ -84,18 +88,19 @@ class ReadBatch:
         rtype = rec["type"]
         # A NUL reaches a parsed string only through a \u0000 escape: other lines skip scrubbing.
         scrub = raw is None or b"\\u0000" in raw
+        where = at if self.positions else None
         if rtype == "event":
-            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub)))
+            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub, at=where)))
         elif rtype == "step":
             step = rec["step"]
-            row, critics = step_row(step, rec, raw, scrub=scrub, encode=self.encode)
+            row, critics = step_row(step, rec, raw, scrub=scrub, encode=self.encode, at=where)
             key2 = (run_id, step)
             self.steps[key2] = (row, critics, line)
             self.texts[key2] = _step_search_texts(rec, critics)
         elif rtype in WHOLE_TYPES:
             self.others.append((rec, raw, line))
         else:
-            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub)))
+            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub, at=where)))
 
     def close(self) -> "ReadBatch":
         """Mask each run's search texts into its document (the reader does this before
@@ -109,6 +114,20 @@ class ReadBatch:
                 self.docs[run_id] = doc
         self.texts = {}
         return self
+
+    def resolve(self, text: Callable[[tuple[int, int]], str]) -> None:
+        """Put each step's and event's text in place of where it lies (`text`: a place's text, read from the file)."""
+        if not self.positions:
+            return
+        i = STEP_RECORD_AT
+        steps = self.steps
+        for key, (row, critics, line) in steps.items():
+            if type(row[i]) is tuple:
+                steps[key] = (row[:i] + (text(row[i]),) + row[i + 1:], critics, line)
+        j = EVENT_RECORD_AT
+        self.events = [(run_id, row[:j] + (text(row[j]),) + row[j + 1:]) if type(row[j]) is tuple else (run_id, row)
+                       for run_id, row in self.events]
+        self.positions = False
 
     @classmethod
     def merged(cls, batches: list["ReadBatch"]) -> "ReadBatch":

@@ -40,6 +40,8 @@ class Item:
     more: bool = False
     #: values of this line that were ignored (wrong type), the record itself kept
     warnings: Optional[list[str]] = None
+    #: where `raw` starts in the stream (its line's offset, after a byte-order mark)
+    at: int = 0
 
 
 class LimitExceeded(Exception):
@@ -398,8 +400,10 @@ def iter_items(
                 yield Item(line=line_no, end=start, pending=True)
                 return
             body = raw.rstrip(b"\r\n") if complete else raw.rstrip(b"\r")
+            at = start
             if line_no == 1 and body.startswith(BOM):
                 body = body[len(BOM):]
+                at += len(BOM)
             # A record starts with "{": only other lines need the copy strip() makes.
             if not body or (body[0] != 0x7B and not body.strip()):
                 if hasher is not None:
@@ -433,7 +437,7 @@ def iter_items(
                 if err is None:
                     if hasher is not None:
                         hasher.update(raw)
-                    yield Item(line=line_no, end=offset, record=rec, raw=body, warnings=warns or None)
+                    yield Item(line=line_no, end=offset, record=rec, raw=body, warnings=warns or None, at=at)
                     continue
             elif err is None and transform is not None:
                 try:
@@ -461,7 +465,7 @@ def iter_items(
                 for i, rec in enumerate(records):
                     yield Item(line=line_no, end=offset, record=rec, raw=body if transform is None else None,
                                warnings=item_warnings if (item_warnings and i == 0) else None,
-                               more=i < len(records) - 1)
+                               more=i < len(records) - 1, at=at)
                 continue
             item = Item(line=line_no, end=offset, error=err)
             if not complete:

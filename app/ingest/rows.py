@@ -89,6 +89,24 @@ def _raw_text(raw: Optional[bytes], record: dict[str, Any]) -> str:
     return text.replace("\x00", "\\u0000") if "\x00" in text else text
 
 
+def _record_text(raw: Optional[bytes], record: dict[str, Any], at: Optional[int]) -> tuple[Any, int]:
+    """A record's stored text and its length in characters; where the line lies in its file
+    instead (`at`: its first byte, and its length in bytes), when the writer reads the text
+    from the file itself (app.ingest.reader: pickling every line's text to the writer was
+    a fifth of the reader process's time, and reading it back from the pipe cost the writer
+    as much as reading the file)."""
+    if at is None or raw is None:
+        text = _raw_text(raw, record)
+        return text, len(text)
+    # A line that parsed is valid UTF-8 without NUL bytes (app.ingest.lines.parse_line), so
+    # its text is exactly its bytes decoded; it has no more characters than bytes, so only
+    # a long one with multi-byte characters is counted (for the preview's threshold).
+    n = len(raw)
+    if n >= PREVIEW_MIN_CHARS and not raw.isascii():
+        return (at, n), len(raw.decode("utf-8", errors="replace"))
+    return (at, n), n
+
+
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
@@ -110,6 +128,7 @@ CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", 
 EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record", "preview")
 #: Where a step row (without run_pk) keeps its record text, and a critic row its action and reason.
 STEP_RECORD_AT = STEP_COLS.index("record") - 1
+EVENT_RECORD_AT = EVENT_COLS.index("record") - 1
 CRITIC_ACTION_AT = CRITIC_COLS.index("action") - 1
 CRITIC_REASON_AT = CRITIC_COLS.index("reason") - 1
 _INT_MAX = 2**62
@@ -147,8 +166,8 @@ def _json_value(v: Any, scrub: bool, encode: bool) -> Any:
 
 
 def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
-             encode: bool) -> tuple[tuple, list[tuple]]:
-    """A step record's row and its critic-output rows (without run_pk)."""
+             encode: bool, at: Optional[int] = None) -> tuple[tuple, list[tuple]]:
+    """A step record's row and its critic-output rows (without run_pk); `at`: see `_record_text`."""
     text = clean_text if scrub else _text_fast
     get = rec.get
     critics = []
@@ -188,11 +207,11 @@ def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: boo
         t_total = t_total if type(t_total) is int and -_INT_MAX <= t_total <= _INT_MAX else _int_fast(t_total)
     else:
         t_in = t_out = t_total = None
-    record = _raw_text(raw, rec)
+    record, chars = _record_text(raw, rec, at)
     ts = get("ts")
     row = (step, ts if not scrub and type(ts) is str and len(ts) <= 100 else text(ts, 100),
            _num_fast(get("duration_s")), t_in, t_out, t_total, _num_fast(get("cost_usd")), bool(get("retry")),
-           action_max, score_mean, record, make_preview(rec) if len(record) >= PREVIEW_MIN_CHARS else None,
+           action_max, score_mean, record, make_preview(rec) if chars >= PREVIEW_MIN_CHARS else None,
            step_tool_calls(rec))
     return row, critics
 
@@ -221,10 +240,11 @@ def step_tool_calls(rec: dict[str, Any]) -> Optional[int]:
     return _array_length(rec, "tool_invocations")
 
 
-def event_row(rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool) -> tuple:
+def event_row(rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
+              at: Optional[int] = None) -> tuple:
     """The row (without run_pk) of an `event` or of a record of a type this board does not
-    know (kept as written, keyed by the digest of its content)."""
-    record = _raw_text(raw, rec)
+    know (kept as written, keyed by the digest of its content); `at`: see `_record_text`."""
+    record, chars = _record_text(raw, rec, at)
     get = rec.get
     step = get("step")
     ok = get("ok")
@@ -238,7 +258,7 @@ def event_row(rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: b
     return (step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
             ok if ok is True or ok is False else None, ts,
             sha1(orjson.dumps(rec, option=_CANONICAL)).hexdigest(), record,
-            make_preview(rec) if len(record) >= PREVIEW_MIN_CHARS else None)
+            make_preview(rec) if chars >= PREVIEW_MIN_CHARS else None)
 
 
 def criterion_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:

@@ -270,3 +270,68 @@ def test_a_message_torn_or_unreadable_is_a_failed_reader_not_a_crash(tmp_path, m
     report, rows = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=1), path)
     assert rows == expected
     assert "sent what cannot be read" in caplog.text and _no_children()
+
+
+def test_texts_sent_by_position_are_the_lines_as_written(tmp_path, migrated_sqlite, spy):
+    """A plain file read from its first byte: the reader sends where each line's text lies
+    and the writer reads it from the file (app.ingest.reader.FileText). A byte-order mark,
+    CRLF endings, multi-byte characters, blank lines, a step written twice and bad lines
+    all land as the writer reading the file itself stores them."""
+    lines = records(runs=3, steps=30)
+    lines.insert(20, {"type": "step", "run_id": "run-0", "step": 3, "observation": "rewritten: é — 漢字 🙂"})
+    lines.insert(40, {"type": "event", "run_id": "run-1", "phase": "ACT", "note": "ünïcödé " * 40})
+    lines.insert(0, {"type": "step", "run_id": "run-2", "step": 99, "observation": "the first line, after the mark"})
+    body = b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\r\n" + (b"\r\n" if i % 17 == 0 else b"")
+                    for i, r in enumerate(lines))
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + body)
+    inline, rows_inline = _ingest(_settings(migrated_sqlite, tmp_path / "a", reader_process_bytes=0, batch_lines=23),
+                                  path)
+    apart, rows_apart = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=1, batch_lines=23),
+                                path)
+    assert len(spy.started) == 1
+    assert rows_apart == rows_inline and apart.to_json() == inline.to_json()
+    # the texts are the lines themselves: the first without its mark, the multi-byte ones whole
+    stored = [orjson.loads(row)["record"] for row in rows_apart["steps"]]
+    assert orjson.dumps(lines[0]).decode() in stored
+    assert orjson.dumps(lines[21]).decode() in stored and "漢字 🙂" in orjson.dumps(lines[21]).decode()
+    assert orjson.dumps(lines[41]).decode() in [orjson.loads(row)["record"] for row in rows_apart["events"]]
+
+
+def test_a_file_rewritten_while_the_writer_reads_its_texts_is_read_again_by_the_writer(tmp_path, migrated_sqlite,
+                                                                                      spy, monkeypatch, caplog):
+    """The reader parsed one version of a chunk, the file holds another when the writer reads
+    the texts: the digest check refuses the chunk (rows of one version with texts of
+    another) and the writer reads on itself from the last chunk committed."""
+    path = write_jsonl(tmp_path / "t.jsonl", records(runs=4))
+    data = path.read_bytes()
+    half = len(data) // 2
+    changed = data[:half] + data[half:].replace(b'"ooooo', b'"xxxxx')  # same length, other content
+    assert changed != data and len(changed) == len(data)
+    real = reader.FileText.fill
+    calls: list[int] = []
+
+    def rewrite_then_fill(self: Any, chunk: Any) -> None:
+        calls.append(chunk.offset)
+        if chunk.offset > half and path.read_bytes() == data:
+            path.write_bytes(changed)  # in place, after the reader read it
+        real(self, chunk)
+
+    monkeypatch.setattr(reader.FileText, "fill", rewrite_then_fill)
+    report, rows = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=1, batch_lines=40), path)
+    assert "the file changed while it was read" in caplog.text and _no_children()
+    _, expected = _ingest(_settings(migrated_sqlite, tmp_path / "a", reader_process_bytes=0, batch_lines=40), path)
+    for table in ("runs", "steps", "critic_outputs", "events", "criteria", "early_stops"):
+        assert rows[table] == expected[table], table  # the new version, whole, nothing of the old one
+    assert any("xxxxx" in row for row in rows["steps"]) and len(calls) >= 2
+
+
+def test_a_resumed_pass_and_a_gzip_send_texts_inline(tmp_path, migrated_sqlite):
+    """Only a plain file read from its first byte is sent by position: a pass resumed at an
+    offset (whose bytes before it the writer has not hashed) and a gzip stream (which the
+    writer cannot read at an offset) travel with their texts."""
+    src = type("Src", (), {"kind": "jsonl", "open": None, "transform": None})()
+    assert reader.by_position(src, None) and reader.by_position(src, {"offset": 0})
+    assert not reader.by_position(src, {"offset": 120})
+    src.kind = "gz"
+    assert not reader.by_position(src, None)
