@@ -106,15 +106,25 @@ def update_row(conn: Connection, table: Any, row_id: int, values: dict[str, Any]
     cache key per value) was most of the cost of a run's start, end and recompute: on a
     trace of 170 five-step runs they took 0.6 s of 1.5 s (docs/performance.md).
     """
-    key = (table.name, tuple(values))
-    stmt = _UPDATES.get(key)
-    if stmt is None:
-        stmt = (update(table).where(table.c.id == bindparam("p_id"))
-                .values({c: bindparam(f"v_{c}", type_=table.c[c].type) for c in key[1]}))
-        _UPDATES[key] = stmt
-    params = {f"v_{c}": v for c, v in values.items()}
-    params["p_id"] = row_id
-    conn.execute(stmt, params)
+    update_rows(conn, table, [(row_id, values)])
+
+
+def update_rows(conn: Connection, table: Any, rows: list[tuple[int, dict[str, Any]]]) -> None:
+    """`update_row` for many rows: one executemany per set of columns, in order within it (a
+    batch of short runs paid a statement per run start, end and result: docs/performance.md)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row_id, values in rows:
+        params = {f"v_{c}": v for c, v in values.items()}
+        params["p_id"] = row_id
+        groups.setdefault(tuple(values), []).append(params)
+    for cols, params_list in groups.items():
+        key = (table.name, cols)
+        stmt = _UPDATES.get(key)
+        if stmt is None:
+            stmt = (update(table).where(table.c.id == bindparam("p_id"))
+                    .values({c: bindparam(f"v_{c}", type_=table.c[c].type) for c in cols}))
+            _UPDATES[key] = stmt
+        conn.execute(stmt, params_list)
 
 
 def update_run(conn: Connection, pk: int, values: dict[str, Any]) -> None:

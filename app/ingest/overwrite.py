@@ -159,7 +159,7 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
                 starts[rid] = conn.execute(select(RUNS.c.start_record).where(RUNS.c.id == pk)).scalar()
             what, stored, present = "run_start", starts[rid], starts[rid] is not None
             if present and rid in foreign:
-                continue  # a second, different start has its own rule (store._apply_start)
+                continue  # a second, different start has its own rule (store.Applier._write_starts)
         first_line[rid] = min(line, first_line.get(rid, line))
         if not present:
             if rid in foreign:

@@ -72,12 +72,11 @@ def _provisional(record: Any) -> bool:
     return isinstance(record, dict) and record.get("provisional") is True
 
 
-_START_SEEN = select(RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id == bindparam("pk"))
-_END_SEEN = select(RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id == bindparam("pk"))
-_CRITERION_ID = select(CRITERIA.c.id).where(CRITERIA.c.run_pk == bindparam("pk"),
-                                            CRITERIA.c.criterion_id == bindparam("cid"))
-_LAST_POSITION = (select(CRITERIA.c.position).where(CRITERIA.c.run_pk == bindparam("pk"))
-                  .order_by(CRITERIA.c.position.desc()).limit(1))
+_PKS: Any = bindparam("pks", expanding=True)
+_STARTS_SEEN = select(RUNS.c.id, RUNS.c.has_start, RUNS.c.start_record).where(RUNS.c.id.in_(_PKS))
+_ENDS_SEEN = select(RUNS.c.id, RUNS.c.has_end, RUNS.c.end_record).where(RUNS.c.id.in_(_PKS))
+_CRITERIA_OF = select(CRITERIA.c.run_pk, CRITERIA.c.criterion_id, CRITERIA.c.id, CRITERIA.c.position).where(
+    CRITERIA.c.run_pk.in_(_PKS))
 _CRITERION_INSERT = insert(CRITERIA)
 _HOLD = select(RUNS.c.id).where(RUNS.c.id.in_(bindparam("pks", expanding=True))).with_for_update(key_share=True)
 _SEEN = bindparam("seen", type_=RUNS.c.last_seen_at.type)
@@ -85,6 +84,97 @@ _SEEN_LATER = (update(RUNS).where(RUNS.c.id == bindparam("pk"))
                .where(RUNS.c.last_seen_at.is_(None) | (RUNS.c.last_seen_at < _SEEN)).values(last_seen_at=_SEEN))
 _SEEN_FIRST = (update(RUNS).where(RUNS.c.id == bindparam("pk"), RUNS.c.last_seen_at.is_(None))
                .values(last_seen_at=_SEEN))
+
+
+def _by_runs(conn: Connection, stmt: Any, pks: Iterable[int]) -> list[Any]:
+    """The rows `stmt` reads for these runs (`pks` bound 500 at a time)."""
+    keys = list(dict.fromkeys(pks))
+    out: list[Any] = []
+    for i in range(0, len(keys), 500):
+        out += conn.execute(stmt, {"pks": keys[i:i + 500]}).all()
+    return out
+
+
+def _criteria_of(conn: Connection, pks: Iterable[int]) -> tuple[dict[tuple[int, str], int], dict[int, int]]:
+    """The stored criteria of these runs: their keys by (run, criterion id), and each run's last position."""
+    ids: dict[tuple[int, str], int] = {}
+    last: dict[int, int] = {}
+    for pk, cid, row_id, position in _by_runs(conn, _CRITERIA_OF, pks):
+        ids[(pk, cid)] = row_id
+        if position is not None and (pk not in last or position > last[pk]):
+            last[pk] = position
+    return ids, last
+
+
+def _start_values(rec: dict[str, Any], source_format: str) -> dict[str, Any]:
+    """A run_start record's values for its run's columns."""
+    budget = rec.get("budget") or {}
+    early = rec.get("early_stop") or {}
+    schema = rec.get("schema")
+    return dict(
+        task_id=clean_text(rec.get("task_id") or rec["run_id"], 400),
+        experiment=clean_text(rec.get("experiment"), 400),
+        variant=clean_text(rec.get("variant"), 400),
+        replicate=_int(rec.get("replicate")) or 0,
+        objective=clean_text(rec.get("objective")),
+        agent=clean_text(rec.get("agent"), 400),
+        model=clean_text(rec.get("model"), 400),
+        schema_version=clean_text(schema, 100) if schema is not None else None,
+        source_format=source_format,
+        started_ts=clean_text(rec.get("ts"), 100),
+        started_at=parse_ts(rec.get("ts")),
+        budget_max_steps=_int(budget.get("max_steps")),
+        budget_max_runtime_s=_num(budget.get("max_runtime_seconds")),
+        budget_max_tokens=_int(budget.get("max_tokens")),
+        budget_max_cost_usd=_num(budget.get("max_cost_usd")),
+        critics=_json_safe(rec.get("critics") or []),
+        stop_criteria=_json_safe(rec.get("stop_criteria") or []),
+        early_stop_enabled=bool(early.get("enabled")),
+        tags=[clean_text(t, 400) for t in (rec.get("tags") or []) if isinstance(t, str)],
+        meta=_json_safe(rec.get("metadata") or {}),
+        start_record=_json_safe(rec),
+        has_start=True,
+    )
+
+
+def _criterion_specs(rec: dict[str, Any]) -> list[tuple[Optional[str], dict[str, Any]]]:
+    """A run_start's criteria as (criterion id, values of its row), in the order declared."""
+    out = []
+    for pos, spec in enumerate(rec.get("criteria") or []):
+        threshold = _num(spec.get("pass_threshold"))
+        out.append((clean_text(spec["id"], 400), {
+            "position": pos,
+            "type": clean_text(spec.get("type")),
+            "description": clean_text(spec.get("description")),
+            "stop_when": spec.get("stop_when"),
+            "gating": spec.get("gating", True) is not False,
+            "pass_threshold": threshold if threshold is not None else 0.9,
+            "has_spec": True,
+            "spec": _json_safe(spec),
+        }))
+    return out
+
+
+def _end_values(rec: dict[str, Any]) -> dict[str, Any]:
+    """A run_end record's values for its run's columns."""
+    raw_reason = rec.get("stop_reason")
+    reason = LEGACY_STOP_REASONS.get(raw_reason, raw_reason) if isinstance(raw_reason, str) else None
+    return dict(
+        has_end=True,
+        end_record=_json_safe(rec),
+        ended_ts=clean_text(rec.get("ts"), 100),
+        ended_at=parse_ts(rec.get("ts")),
+        status=clean_text(rec.get("status"), 40),
+        stop_reason=clean_text(reason, 200),
+        stop_reason_raw=clean_text(raw_reason, 200),
+        stop_detail=clean_text(rec.get("stop_detail")),
+        final_result=clean_text(rec.get("final_result")),
+        verdict_recorded=rec.get("verdict"),
+        verdict_reason=clean_text(rec.get("verdict_reason")),
+        source_status=clean_text(rec.get("source_status"), 100),
+        score=_num(rec.get("score")),
+        failure_report=_json_safe(rec.get("failure_report")),
+    )
 
 
 class Applier:
@@ -284,7 +374,12 @@ class Applier:
 
     def _write_boundaries(self, conn: Connection, batch: Gathered, source_format: str,
                           replacing: frozenset[str] = frozenset()) -> None:
-        """run_start and run_end records: the run's own columns, and warnings about their values."""
+        """run_start and run_end records: the run's own columns, and warnings about their values.
+
+        Each kind is written for the whole batch at once: one read of what the runs hold,
+        then one executemany per statement (per run, a batch of five-step runs spent most of
+        its time in a dozen statements each: docs/performance.md). Records of one run are
+        still judged in the order read, against what the ones before them left."""
         warnings = batch.warnings
         for pk, rec, label, line in (*batch.starts, *batch.ends):
             ts = rec.get("ts")
@@ -295,14 +390,74 @@ class Applier:
             if elapsed is not None and elapsed < 0:
                 warnings.append((label, line, f"run_end: negative elapsed_s ({elapsed:g}); shown as written",
                                  rec["run_id"]))
+        if batch.starts:
+            self._write_starts(conn, batch, source_format, replacing)
+        if batch.ends:
+            seen = {pk: (has, record) for pk, has, record in _by_runs(conn, _ENDS_SEEN, [e[0] for e in batch.ends])}
+            updates: list[tuple[int, dict[str, Any]]] = []
+            for pk, rec, label, line in batch.ends:
+                has, stored = seen.get(pk, (False, None))
+                warn = None
+                if has and stored is not None:
+                    if _canonical(stored) == _canonical(_json_safe(rec)):
+                        continue
+                    if not (_provisional(stored) and not _provisional(rec)):
+                        warn = "second run_end for this run with different content: the later one is used"
+                values = _end_values(rec)
+                seen[pk] = (True, values["end_record"])
+                updates.append((pk, values))
+                if warn and rec["run_id"] not in replacing:
+                    warnings.append((label, line, warn, rec["run_id"]))
+            derive.update_rows(conn, RUNS, updates)
+
+    def _write_starts(self, conn: Connection, batch: Gathered, source_format: str,
+                      replacing: frozenset[str]) -> None:
+        """The batch's run_start records: a run's first (or a full one after a provisional
+        one, or any in a new version of its source) sets its columns, tags and criteria."""
+        seen = {pk: (has, record) for pk, has, record in _by_runs(conn, _STARTS_SEEN, [s[0] for s in batch.starts])}
+        updates: list[tuple[int, dict[str, Any]]] = []
+        tags: dict[int, list[str]] = {}
+        specs: list[tuple[int, Any, dict[str, Any]]] = []
         for pk, rec, label, line in batch.starts:
-            warn = self._apply_start(conn, pk, rec, source_format, replace=rec["run_id"] in replacing)
-            if warn:
-                warnings.append((label, line, warn, rec["run_id"]))
-        for pk, rec, label, line in batch.ends:
-            warn = self._apply_end(conn, pk, rec)
-            if warn and rec["run_id"] not in replacing:
-                warnings.append((label, line, warn, rec["run_id"]))
+            has, stored = seen.get(pk, (False, None))
+            if rec["run_id"] in replacing and has:
+                conn.execute(delete(TAGS).where(TAGS.c.run_pk == pk))  # the new version's tags only
+                tags.pop(pk, None)
+            elif has and not (_provisional(stored) and not _provisional(rec)):
+                if stored is not None and _canonical(stored) != _canonical(_json_safe(rec)):
+                    batch.warnings.append((label, line, "second run_start for this run with different content: "
+                                                        "ignored, the first one received is kept", rec["run_id"]))
+                continue
+            values = _start_values(rec, source_format)
+            seen[pk] = (True, values["start_record"])
+            updates.append((pk, values))
+            if values["tags"]:
+                tags.setdefault(pk, []).extend(values["tags"])
+            specs += [(pk, cid, spec) for cid, spec in _criterion_specs(rec)]
+        derive.update_rows(conn, RUNS, updates)
+        tag_rows = [{"run_pk": pk, "tag": t} for pk, names in tags.items() for t in dict.fromkeys(names)]
+        if tag_rows:
+            ins = self._tags_insert
+            if ins is None:
+                ins = self._insert(TAGS)
+                if hasattr(ins, "on_conflict_do_nothing"):
+                    ins = ins.on_conflict_do_nothing()
+                self._tags_insert = ins
+            conn.execute(ins, tag_rows)
+        if specs:
+            existing, _last = _criteria_of(conn, {pk for pk, _cid, _v in specs})
+            changed: list[tuple[int, dict[str, Any]]] = []
+            new: dict[tuple[int, str], dict[str, Any]] = {}
+            for pk, cid, values in specs:
+                if (pk, cid) in existing:
+                    changed.append((existing[(pk, cid)], values))
+                elif (pk, cid) in new:
+                    new[(pk, cid)].update(values)  # the same id twice: the later spec wins, as an update would
+                else:
+                    new[(pk, cid)] = {"run_pk": pk, "criterion_id": cid, "has_result": False, **values}
+            derive.update_rows(conn, CRITERIA, changed)
+            if new:
+                conn.execute(_CRITERION_INSERT, list(new.values()))
 
     def _write_steps(self, conn: Connection, batch: Gathered) -> None:
         """Steps by (run, index), replacing any written before, with their critic outputs."""
@@ -340,132 +495,46 @@ class Applier:
             self._bulk(conn, EVENTS, _dicts(EVENT_COLS, batch.events), keys=["run_pk", "digest"], on_conflict="nothing")
 
     def _write_results(self, conn: Connection, batch: Gathered) -> None:
-        """Criterion results and early stops: the last one read for a key wins."""
-        for row in batch.criteria.values():
-            self._upsert_result(conn, row)
-        for row in batch.early.values():
+        """Criterion results and early stops: the last one read for a key wins. A result for a
+        criterion its run_start did not declare is added after the declared ones."""
+        if batch.criteria:
+            existing, last = _criteria_of(conn, {pk for pk, _cid in batch.criteria})
+            changed: list[tuple[int, dict[str, Any]]] = []
+            new: dict[tuple[int, str], dict[str, Any]] = {}
+            for row in batch.criteria.values():
+                key = (row["run_pk"], row["criterion_id"])
+                values = {k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")}
+                if key in existing:
+                    changed.append((existing[key], values))
+                elif key in new:
+                    new[key].update(values)  # two ids that clean to one: the later result wins
+                else:
+                    position = (last.get(key[0]) or 0) + 1000
+                    last[key[0]] = position
+                    new[key] = {**row, "position": position, "gating": True, "pass_threshold": 0.9,
+                                "has_spec": False}
+            derive.update_rows(conn, CRITERIA, changed)
+            if new:
+                conn.execute(_CRITERION_INSERT, list(new.values()))
+        if batch.early:
+            rows = list(batch.early.values())
             ins = self._insert(EARLY)
-            cols = [c for c in row if c != "run_pk"]
+            cols = [c for c in rows[0] if c != "run_pk"]
             if hasattr(ins, "on_conflict_do_update"):
                 ins = ins.on_conflict_do_update(index_elements=["run_pk"], set_={c: getattr(ins.excluded, c) for c in cols})
-            conn.execute(ins, row)
+            conn.execute(ins, rows)
 
     def _write_last_seen(self, conn: Connection, batch: Gathered, closed: bool) -> None:
         """When each touched run was last active (never moved back), and `closed` when asked."""
-        for pk in batch.touched:
-            seen = batch.last_seen.get(pk)
-            if seen is not None:
-                conn.execute(_SEEN_LATER, {"pk": pk, "seen": seen})
-            else:
-                # No timestamp in these records: the arrival time is all we know.
-                conn.execute(_SEEN_FIRST, {"pk": pk, "seen": batch.now})
-            if closed:
-                derive.update_run(conn, pk, {"closed": True})
-
-    def _upsert_result(self, conn: Connection, row: dict[str, Any]) -> None:
-        existing = conn.execute(_CRITERION_ID, {"pk": row["run_pk"], "cid": row["criterion_id"]}).first()
-        if existing:
-            derive.update_row(conn, CRITERIA, existing[0],
-                              {k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")})
-        else:
-            pos = conn.execute(_LAST_POSITION, {"pk": row["run_pk"]}).scalar()
-            conn.execute(_CRITERION_INSERT, {**row, "position": (pos or 0) + 1000, "gating": True,
-                                            "pass_threshold": 0.9, "has_spec": False})
-
-    def _apply_start(self, conn: Connection, pk: int, rec: dict[str, Any], source_format: str, *,
-                     replace: bool = False) -> Optional[str]:
-        row = conn.execute(_START_SEEN, {"pk": pk}).first()
-        if replace and row and row.has_start:
-            conn.execute(delete(TAGS).where(TAGS.c.run_pk == pk))  # the new version's tags only
-        elif row and row.has_start and not (_provisional(row.start_record) and not _provisional(rec)):
-            if row.start_record is not None and _canonical(row.start_record) != _canonical(_json_safe(rec)):
-                return ("second run_start for this run with different content: ignored, "
-                        "the first one received is kept")
-            return None
-        budget = rec.get("budget") or {}
-        early = rec.get("early_stop") or {}
-        enabled = bool(early.get("enabled"))
-        tags = [clean_text(t, 400) for t in (rec.get("tags") or []) if isinstance(t, str)]
-        schema = rec.get("schema")
-        derive.update_run(conn, pk, dict(
-            task_id=clean_text(rec.get("task_id") or rec["run_id"], 400),
-            experiment=clean_text(rec.get("experiment"), 400),
-            variant=clean_text(rec.get("variant"), 400),
-            replicate=_int(rec.get("replicate")) or 0,
-            objective=clean_text(rec.get("objective")),
-            agent=clean_text(rec.get("agent"), 400),
-            model=clean_text(rec.get("model"), 400),
-            schema_version=clean_text(schema, 100) if schema is not None else None,
-            source_format=source_format,
-            started_ts=clean_text(rec.get("ts"), 100),
-            started_at=parse_ts(rec.get("ts")),
-            budget_max_steps=_int(budget.get("max_steps")),
-            budget_max_runtime_s=_num(budget.get("max_runtime_seconds")),
-            budget_max_tokens=_int(budget.get("max_tokens")),
-            budget_max_cost_usd=_num(budget.get("max_cost_usd")),
-            critics=_json_safe(rec.get("critics") or []),
-            stop_criteria=_json_safe(rec.get("stop_criteria") or []),
-            early_stop_enabled=enabled,
-            tags=tags,
-            meta=_json_safe(rec.get("metadata") or {}),
-            start_record=_json_safe(rec),
-            has_start=True,
-        ))
-        if tags:
-            ins = self._tags_insert
-            if ins is None:
-                ins = self._insert(TAGS)
-                if hasattr(ins, "on_conflict_do_nothing"):
-                    ins = ins.on_conflict_do_nothing()
-                self._tags_insert = ins
-            conn.execute(ins, [{"run_pk": pk, "tag": t} for t in dict.fromkeys(tags)])
-        for pos, spec in enumerate(rec.get("criteria") or []):
-            stop_when = spec.get("stop_when")
-            values = {
-                "position": pos,
-                "type": clean_text(spec.get("type")),
-                "description": clean_text(spec.get("description")),
-                "stop_when": stop_when,
-                "gating": spec.get("gating", True) is not False,
-                "pass_threshold": _num(spec.get("pass_threshold")) if _num(spec.get("pass_threshold")) is not None else 0.9,
-                "has_spec": True,
-                "spec": _json_safe(spec),
-            }
-            cid = clean_text(spec["id"], 400)
-            existing = conn.execute(_CRITERION_ID, {"pk": pk, "cid": cid}).first()
-            if existing:
-                derive.update_row(conn, CRITERIA, existing[0], values)
-            else:
-                conn.execute(_CRITERION_INSERT, {"run_pk": pk, "criterion_id": cid, "has_result": False, **values})
-        return None
-
-    def _apply_end(self, conn: Connection, pk: int, rec: dict[str, Any]) -> Optional[str]:
-        row = conn.execute(_END_SEEN, {"pk": pk}).first()
-        warn = None
-        if row and row.has_end and row.end_record is not None:
-            if _canonical(row.end_record) == _canonical(_json_safe(rec)):
-                return None
-            if not (_provisional(row.end_record) and not _provisional(rec)):
-                warn = "second run_end for this run with different content: the later one is used"
-        raw_reason = rec.get("stop_reason")
-        reason = LEGACY_STOP_REASONS.get(raw_reason, raw_reason) if isinstance(raw_reason, str) else None
-        derive.update_run(conn, pk, dict(
-            has_end=True,
-            end_record=_json_safe(rec),
-            ended_ts=clean_text(rec.get("ts"), 100),
-            ended_at=parse_ts(rec.get("ts")),
-            status=clean_text(rec.get("status"), 40),
-            stop_reason=clean_text(reason, 200),
-            stop_reason_raw=clean_text(raw_reason, 200),
-            stop_detail=clean_text(rec.get("stop_detail")),
-            final_result=clean_text(rec.get("final_result")),
-            verdict_recorded=rec.get("verdict"),
-            verdict_reason=clean_text(rec.get("verdict_reason")),
-            source_status=clean_text(rec.get("source_status"), 100),
-            score=_num(rec.get("score")),
-            failure_report=_json_safe(rec.get("failure_report")),
-        ))
-        return warn
+        later = [{"pk": pk, "seen": batch.last_seen[pk]} for pk in batch.touched if pk in batch.last_seen]
+        # No timestamp in these records: the arrival time is all we know.
+        first = [{"pk": pk, "seen": batch.now} for pk in batch.touched if pk not in batch.last_seen]
+        if later:
+            conn.execute(_SEEN_LATER, later)
+        if first:
+            conn.execute(_SEEN_FIRST, first)
+        if closed:
+            derive.update_rows(conn, RUNS, [(pk, {"closed": True}) for pk in batch.touched])
 
     # -- derived fields -------------------------------------------------------------------
     def recompute(self, conn: Connection, run_ids: Iterable[str], *, abandon_after_s: float,
