@@ -1,6 +1,7 @@
 """The runs list's search: what it finds, and only as a page would show it.
 
-Search runs over `run_search`, one row per distinct text of a run, each **masked** the way
+Search runs over `run_search`: rows of a run's texts (its fields, a line each, and its critic
+and step texts per batch), each **masked** the way
 pages mask it (app.secrets) before it is stored: a query can then never match inside a
 value that is shown masked, so search is no oracle for secrets (the raw columns, which
 still hold them, are never searched). What a run is found by:
@@ -149,12 +150,13 @@ def insert_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
 
 
 def rows_for(pk: int, run: Any, doc: Optional[str]) -> list[dict[str, Any]]:
-    """Run `pk`'s search rows after a batch: its fields (`run`: its row) and `doc`, the
-    batch's critic and step texts (`document`, built as the records were read). Keyed by a
-    digest per run, so a field that did not change adds nothing (`insert_rows`)."""
-    texts = run_texts(run)
-    if doc:
-        texts.append(doc)
+    """Run `pk`'s search rows after a batch: its fields (`run`: its row) as one text, a field
+    per line, and `doc`, the batch's critic and step texts (`document`, built as the records
+    were read). Keyed by a digest per run, so fields that did not change add nothing
+    (`insert_rows`). One row for all the fields, not one each: FTS5 pays per row indexed,
+    and 1,730 five-step runs took 0.77 s to index as 23,181 rows, 0.31 s as 1,730."""
+    fields = "\n".join(dict.fromkeys(run_texts(run)))
+    texts = [t for t in (fields, doc) if t]
     return list({(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts}.values())
 
 
