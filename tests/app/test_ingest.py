@@ -563,3 +563,36 @@ def test_an_early_stop_is_gated_by_the_weighted_armed_gate_its_trace_records(ing
            for r in ("and", "half", "start-only", "record-wins")}
     assert got == {"and": ("fail", "fail"), "half": ("pass", "pass"), "start-only": ("pass", "pass"),
                    "record-wins": ("fail", "fail")}
+
+
+def test_an_ingest_paces_the_collector_and_gives_its_thresholds_back(engine, settings, tmp_path, monkeypatch):
+    """While an ingest runs, the youngest generation is collected every 20,000 allocations
+    (the row tuples of a batch ran it hundreds of times); afterwards, and after an ingest
+    inside an ingest, the process has its own thresholds back."""
+    import gc
+
+    from qita_board import ingest as ingest_module
+    from qita_board.ingest import Ingestor
+
+    before = gc.get_threshold()
+    gc.set_threshold(555, 11, 12)
+    try:
+        path = write_jsonl(tmp_path / "t.jsonl", [{"type": "step", "run_id": "r", "step": i} for i in range(5)])
+        seen: list[tuple[int, ...]] = []
+        ingestor = Ingestor(engine, settings)
+        real = ingestor._settle
+
+        def settle(*a, **k):
+            seen.append(gc.get_threshold())
+            if len(seen) == 1:  # another ingest beginning and ending meanwhile (a watcher pass during an upload)
+                with ingest_module._old_objects_frozen():
+                    pass
+                seen.append(gc.get_threshold())
+            real(*a, **k)
+
+        monkeypatch.setattr(ingestor, "_settle", settle)
+        assert ingestor.ingest_paths([str(path)]).ok
+        assert seen == [ingest_module.INGEST_GC_THRESHOLD, ingest_module.INGEST_GC_THRESHOLD] == [(20_000, 50, 100)] * 2
+        assert gc.get_threshold() == (555, 11, 12)
+    finally:
+        gc.set_threshold(*before)
