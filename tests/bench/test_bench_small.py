@@ -45,17 +45,21 @@ def test_generator_stops_at_target_size(tmp_path: Path) -> None:
 
 def test_ingest_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(ingest_bench, "WORK", tmp_path)
+    monkeypatch.setenv("QITA_READER_PROCESS_BYTES", "1")  # the reader process, as for a large file
     res = ingest_bench.main(["--mb", "0.3", "--steps", "5", "--rounds", "2", "--rss-mb", "0.3"])
     t = res["throughput"]
     lines = len((tmp_path / "ingest-0.3mb-5s.jsonl").read_bytes().splitlines())
     assert t["bare"]["records"] == t["floor"]["records"] == t["ours"]["records"] == lines
     assert all(len(t[k]["all_seconds"]) == 2 for k in ("bare", "floor", "ours"))
     assert t["ratio_bare"] > 0 and t["ratio"] > 0
+    # the reader process's CPU is counted for ours; the floors have none
+    assert all(x > 0 for x in t["ours"]["all_reader_cpu_seconds"])
+    assert t["bare"]["all_reader_cpu_seconds"] == t["floor"]["all_reader_cpu_seconds"] == [0.0, 0.0]
     assert res["rss"]["records"] == lines and res["rss"]["hwm"] > 0
     out = capsys.readouterr().out
     for name in ("ingest bare floor: MB/s", "ingest schema floor: MB/s", "ingest ours: records/s",
                  "ingest ratio ours/bare floor", "(target >= 80%)", "ingest ratio ours/schema floor",
-                 "peak RSS ingesting", "(target < 250 MiB)"):
+                 "peak RSS ingesting", "(target < 250 MiB)", "reader process CPU per round"):
         assert name in out
 
 
