@@ -61,6 +61,8 @@ class Chunk:
     issues: list[tuple[Optional[int], str, bool]] = field(default_factory=list)
     #: per run, warnings about its records (shown on the run's page)
     run_warnings: dict[str, list[str]] = field(default_factory=dict)
+    #: where the chunk begins in the source
+    start: int = 0
     #: the bytes and lines consumed so far, and the sha256 of those bytes
     offset: int = 0
     line: int = 0
@@ -120,7 +122,8 @@ def _chunks(src: Any, fh: Any, offset: int, line: int, hasher: Any, rewrite: boo
     label = src.label
     name = label.rsplit("/", 1)[-1]
     limit = settings.batch_lines
-    chunk = Chunk(ReadBatch(label, encode=encode, positions=positions), offset=offset, line=line, rewrite=rewrite)
+    chunk = Chunk(ReadBatch(label, encode=encode, positions=positions), start=offset, offset=offset, line=line,
+                  rewrite=rewrite)
     digest = hasher.copy()
     batch, issues = chunk.batch, chunk.issues
     tick = 0
@@ -150,8 +153,8 @@ def _chunks(src: Any, fh: Any, offset: int, line: int, hasher: Any, rewrite: boo
                 chunk.digest = digest.hexdigest()
                 batch.close()
                 yield chunk
-                chunk = Chunk(ReadBatch(label, encode=encode, positions=positions), offset=chunk.offset,
-                              line=chunk.line)
+                chunk = Chunk(ReadBatch(label, encode=encode, positions=positions), start=chunk.offset,
+                              offset=chunk.offset, line=chunk.line)
                 batch, issues = chunk.batch, chunk.issues
     except LimitExceeded as exc:
         # A limit of the stream, not of a line: named by file only.

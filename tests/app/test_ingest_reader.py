@@ -335,3 +335,25 @@ def test_a_resumed_pass_and_a_gzip_send_texts_inline(tmp_path, migrated_sqlite):
     assert not reader.by_position(src, {"offset": 120})
     src.kind = "gz"
     assert not reader.by_position(src, None)
+
+
+def test_a_transaction_groups_ready_chunks_up_to_a_byte_span(tmp_path, migrated_sqlite, spy, monkeypatch):
+    """Chunks the reader has ready are applied together, but never past GROUP_BYTES of the
+    file: a group is held whole in the writer's memory."""
+    lines = records(runs=3, steps=60)
+    path = write_jsonl(tmp_path / "t.jsonl", lines)
+    # a chunk closes at 25 records (bad lines count none), and the last at the end of the file
+    chunks = sum(isinstance(r, dict) for r in lines) // 25 + 1
+    counted: list[int] = []
+    real = Ingestor._settle
+
+    def settle(self: Any, *a: Any, **k: Any) -> None:
+        counted.append(1)
+        real(self, *a, **k)
+
+    monkeypatch.setattr(Ingestor, "_settle", settle)
+    monkeypatch.setattr(ingest_module, "GROUP_BYTES", 1)  # any group already spans a byte
+    _, rows = _ingest(_settings(migrated_sqlite, tmp_path / "a", reader_process_bytes=1, batch_lines=25), path)
+    assert len(counted) == chunks and len(spy.started) == 1
+    _, whole = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=0), path)
+    assert rows["steps"] == whole["steps"] and rows["events"] == whole["events"]
