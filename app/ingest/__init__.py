@@ -493,7 +493,8 @@ class Ingestor:
                     chunk = next(iterator)
                     group.append(chunk)
                 if reported is None:
-                    reported = group[0].offset if not group[0].rewrite else 0
+                    # from where the pass began (its first chunk's bytes count too)
+                    reported = group[0].start
                     if reload is not None:
                         src.rewrite, src.reload = True, reload
                     elif group[0].rewrite:

@@ -357,3 +357,24 @@ def test_a_transaction_groups_ready_chunks_up_to_a_byte_span(tmp_path, migrated_
     assert len(counted) == chunks and len(spy.started) == 1
     _, whole = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=0), path)
     assert rows["steps"] == whole["steps"] and rows["events"] == whole["events"]
+
+
+@pytest.mark.parametrize("apart", [False, True])
+def test_progress_counts_every_byte_of_a_pass_once(tmp_path, migrated_sqlite, spy, apart):
+    """The progress a pass reports (the CLI's bar, an upload's done bytes) adds up to the
+    bytes it read, its first chunk's included; a pass that resumes counts from its offset."""
+    lines = records(runs=2, steps=30)
+    path = write_jsonl(tmp_path / "t.jsonl", lines[:100])
+    settings = _settings(migrated_sqlite, tmp_path / "db", reader_process_bytes=1 if apart else 0, batch_lines=20)
+    engine = open_database(settings)
+    try:
+        told: list[int] = []
+        Ingestor(engine, settings, progress=told.append).ingest_paths([str(path)])
+        assert sum(told) == path.stat().st_size and len(told) >= 2
+        first = path.stat().st_size
+        write_jsonl(path, lines)  # the file grew: the next pass reads on from its offset
+        told.clear()
+        Ingestor(engine, settings, progress=told.append).ingest_paths([str(path)])
+        assert sum(told) == path.stat().st_size - first
+    finally:
+        engine.dispose()

@@ -107,6 +107,7 @@ def test_a_small_upload_is_not_held_back_by_a_long_one(tmp_path):
         done = _wait(lambda: (j := c.get(small["poll"]).json())["state"] == "done" and j)
         still = c.get(long_job["poll"]).json()
         assert done["result"]["runs_created"] == ["small"]
+        assert done["done_bytes"] == done["total_bytes"] == len(big_trace("small", 2))  # every byte, once
         assert still["state"] == "running"  # the long one is still going when the small one is done
         assert 0 < still["records"] < 60_001 and 0 < still["done_bytes"]
         c.post(long_job["cancel_url"])
