@@ -230,7 +230,10 @@ class FileText:
     def _read(self, at: int, n: int) -> bytes:
         parts: list[bytes] = []
         while n > 0:
-            data = os.pread(self.fd, n, at)
+            try:
+                data = os.pread(self.fd, n, at)
+            except OSError as exc:  # the writer reads the rest itself, as for a reader that failed
+                raise ReaderFailed(f"cannot read the file's texts: {exc.strerror or exc}") from exc
             if not data:
                 raise ReaderFailed("the file changed while it was read (it is shorter)")
             parts.append(data)
@@ -250,8 +253,13 @@ class ReaderProcess:
         self.stop = stop
         # Opened before the child opens it, so both read the same file unless it is replaced
         # at that moment (which the digest check finds).
-        self.text = FileText(src.path) if by_position(src, prev) else None
         r, w = os.pipe()
+        try:
+            self.text = FileText(src.path) if by_position(src, prev) else None
+        except OSError:
+            os.close(r)
+            os.close(w)
+            raise
         try:
             pid = os.fork()
         except OSError:
