@@ -71,3 +71,18 @@ def test_a_running_upload_cancelled_offers_to_remove_what_it_wrote(tmp_path, bro
     finally:
         page.close()
         server.stop()
+
+
+def test_a_finished_upload_s_job_page_counts_every_byte(live_server, page):
+    """The job page of a finished upload says it read all of it: the first batch's bytes
+    were once left out (a finished 10 MB upload said 6.9 MB)."""
+    body = b"".join(orjson.dumps({"type": "step", "run_id": "counted", "step": i, "observation": "o" * 200}) + b"\n"
+                    for i in range(5000))  # three batches of 2,000 lines
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "counted.jsonl", "mimeType": "application/x-ndjson", "buffer": body}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result .runs-created a").wait_for()
+    page.goto(f"{live_server.url}/jobs/1")  # the first job of this board
+    text = page.locator("main").inner_text()
+    assert f"upload of counted.jsonl: done — {len(body):,} of {len(body):,} bytes, 5,000 records" in text
+    assert page.errors == []
