@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     max_archive_ratio: float = Field(200.0, description="Largest decompressed / compressed size of a .gz file, a zip "
                                                         "entry and a whole zip (past the first 16 MiB)")
     max_archive_entries: int = Field(10_000, description="Most entries read from one zip archive")
-    batch_lines: int = Field(2000, description="Lines per ingest transaction")
+    batch_lines: int = Field(2000, description="Lines per ingest transaction (a batch also ends after 8 MiB of the file)")
     reader_process_bytes: int = Field(8 * 1024 * 1024, description=(
         "A trace file with at least this many bytes to read is read in a process of its own beside the "
         "writer, on Linux (0: never)"))

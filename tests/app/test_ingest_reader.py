@@ -399,3 +399,32 @@ def test_a_file_whose_texts_cannot_be_read_is_read_by_the_writer_itself(tmp_path
     report, rows = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=1, batch_lines=40), path)
     assert rows == expected and len(calls) >= 3
     assert "cannot read the file's texts: Input/output error" in caplog.text and _no_children()
+
+
+@pytest.mark.parametrize("apart", [False, True])
+def test_a_batch_of_long_lines_ends_at_a_byte_cap(tmp_path, migrated_sqlite, spy, monkeypatch, apart):
+    """A batch ends after BATCH_BYTES of the file as well as after batch_lines lines: the
+    writer holds a batch whole, and 2,000 lines of 1 MB observations are 2 GB. What is
+    stored is what batches of whole lines store."""
+    monkeypatch.setattr(reader, "BATCH_BYTES", 4096)
+    lines = [{"type": "run_start", "run_id": "long"}]
+    lines += [{"type": "step", "run_id": "long", "step": i, "observation": f"{i} " + "o" * 1500} for i in range(12)]
+    path = write_jsonl(tmp_path / "t.jsonl", lines)
+    sizes: list[int] = []
+    real = Ingestor._settle
+
+    def settle(self: Any, conn: Any, src: Any, done: Any, *a: Any, **k: Any) -> None:
+        sizes.append(done.records)
+        real(self, conn, src, done, *a, **k)
+
+    monkeypatch.setattr(Ingestor, "_settle", settle)
+    monkeypatch.setattr(ingest_module, "GROUP_CHUNKS", 1)
+    report, rows = _ingest(_settings(migrated_sqlite, tmp_path / "a", reader_process_bytes=1 if apart else 0,
+                                     batch_lines=2000), path)
+    # ~1.5 KB a step: a batch closes on the line that takes it past 4 KB (the run_start and
+    # three steps, then three steps each), and the pass ends with an empty last batch
+    assert sizes == [4, 3, 3, 3, 0] and report.records == 13
+    monkeypatch.setattr(reader, "BATCH_BYTES", 1 << 30)
+    sizes.clear()
+    _, whole = _ingest(_settings(migrated_sqlite, tmp_path / "b", reader_process_bytes=0, batch_lines=2000), path)
+    assert sizes == [13] and rows == whole
