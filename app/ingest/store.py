@@ -10,7 +10,7 @@ a reader never sees a half-applied batch.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import orjson
 from sqlalchemy import JSON, bindparam, delete, insert, select, update
@@ -104,6 +104,26 @@ def _criteria_of(conn: Connection, pks: Iterable[int]) -> tuple[dict[tuple[int, 
         if position is not None and (pk not in last or position > last[pk]):
             last[pk] = position
     return ids, last
+
+
+def _write_criteria(conn: Connection, rows: list[tuple[int, Any, dict[str, Any]]],
+                    new_row: Callable[[int, Any, dict[str, Any], dict[int, int]], dict[str, Any]]) -> None:
+    """Criteria rows by (run, criterion id), in the order given: a stored one is updated, a
+    new one inserted (`new_row` makes its row; it gets each run's last position to go on
+    from), and a key given twice keeps its later values, as an update of the first would."""
+    existing, last = _criteria_of(conn, {pk for pk, _cid, _values in rows})
+    changed: list[tuple[int, dict[str, Any]]] = []
+    new: dict[tuple[int, Any], dict[str, Any]] = {}
+    for pk, cid, values in rows:
+        if (pk, cid) in existing:
+            changed.append((existing[(pk, cid)], values))
+        elif (pk, cid) in new:
+            new[(pk, cid)].update(values)
+        else:
+            new[(pk, cid)] = new_row(pk, cid, values, last)
+    derive.update_rows(conn, CRITERIA, changed)
+    if new:
+        conn.execute(_CRITERION_INSERT, list(new.values()))
 
 
 def _start_values(rec: dict[str, Any], source_format: str) -> dict[str, Any]:
@@ -445,19 +465,8 @@ class Applier:
                 self._tags_insert = ins
             conn.execute(ins, tag_rows)
         if specs:
-            existing, _last = _criteria_of(conn, {pk for pk, _cid, _v in specs})
-            changed: list[tuple[int, dict[str, Any]]] = []
-            new: dict[tuple[int, str], dict[str, Any]] = {}
-            for pk, cid, values in specs:
-                if (pk, cid) in existing:
-                    changed.append((existing[(pk, cid)], values))
-                elif (pk, cid) in new:
-                    new[(pk, cid)].update(values)  # the same id twice: the later spec wins, as an update would
-                else:
-                    new[(pk, cid)] = {"run_pk": pk, "criterion_id": cid, "has_result": False, **values}
-            derive.update_rows(conn, CRITERIA, changed)
-            if new:
-                conn.execute(_CRITERION_INSERT, list(new.values()))
+            _write_criteria(conn, specs, lambda pk, cid, values, _last: {"run_pk": pk, "criterion_id": cid,
+                                                                       "has_result": False, **values})
 
     def _write_steps(self, conn: Connection, batch: Gathered) -> None:
         """Steps by (run, index), replacing any written before, with their critic outputs."""
@@ -498,24 +507,15 @@ class Applier:
         """Criterion results and early stops: the last one read for a key wins. A result for a
         criterion its run_start did not declare is added after the declared ones."""
         if batch.criteria:
-            existing, last = _criteria_of(conn, {pk for pk, _cid in batch.criteria})
-            changed: list[tuple[int, dict[str, Any]]] = []
-            new: dict[tuple[int, str], dict[str, Any]] = {}
-            for row in batch.criteria.values():
-                key = (row["run_pk"], row["criterion_id"])
-                values = {k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")}
-                if key in existing:
-                    changed.append((existing[key], values))
-                elif key in new:
-                    new[key].update(values)  # two ids that clean to one: the later result wins
-                else:
-                    position = (last.get(key[0]) or 0) + 1000
-                    last[key[0]] = position
-                    new[key] = {**row, "position": position, "gating": True, "pass_threshold": 0.9,
-                                "has_spec": False}
-            derive.update_rows(conn, CRITERIA, changed)
-            if new:
-                conn.execute(_CRITERION_INSERT, list(new.values()))
+            def undeclared(pk: int, cid: str, values: dict[str, Any], last: dict[int, int]) -> dict[str, Any]:
+                # after the declared ones, in the order read
+                last[pk] = (last.get(pk) or 0) + 1000
+                return {"run_pk": pk, "criterion_id": cid, **values, "position": last[pk], "gating": True,
+                        "pass_threshold": 0.9, "has_spec": False}
+
+            _write_criteria(conn, [(row["run_pk"], row["criterion_id"],
+                                    {k: v for k, v in row.items() if k not in ("run_pk", "criterion_id")})
+                                   for row in batch.criteria.values()], undeclared)
         if batch.early:
             rows = list(batch.early.values())
             ins = self._insert(EARLY)
