@@ -39,6 +39,7 @@ from .compare_flags import early_stop_flags, step_calls
 from .errors import BoardError
 from .jsontext import column_value
 from .secrets import is_secret_key
+from .words import plural
 
 #: (name in the summary, run column, label): the order of the savings bars.
 MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool calls"),
@@ -431,12 +432,6 @@ def _pct_phrase(pct: Optional[float], noun: str, *, mass: bool = False) -> Optio
         return f"about the same {noun}"
     less = "less" if mass else "fewer"
     return f"{abs(pct):.0f}% {less if pct > 0 else 'more'} {noun}"
-
-
-def plural(n: int, word: str, many: Optional[str] = None) -> str:
-    """"1 pair", "2 pairs" ("1 false pass", "2 false passes" with `many`): every sentence the
-    board writes about a count (pages, Markdown, the command line)."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _pct(x: float) -> str:

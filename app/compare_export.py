@@ -13,8 +13,9 @@ import io
 from typing import Any, Optional
 from urllib.parse import quote, urlencode
 
-from .compare import MEASURES, plural
+from .compare import MEASURES
 from .compare_flags import FLAG_LABELS
+from .words import plural
 
 # Enough to keep trace text inert: no emphasis, code, link, table cell, strike or HTML tag
 # can start inside it (parentheses only matter after a `]`, which is escaped).

@@ -16,8 +16,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 
-from . import jsontext, present, walk
-from .compare import plural
+from . import jsontext, present, walk, words
 from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
 from .queries.pointers import make_pointer
@@ -59,7 +58,7 @@ def make_templates() -> Jinja2Templates:
         iso=present.fmt_iso,
         json=present.to_json_text,
         rid=encode_run_id,
-        plural=plural,
+        plural=words.plural,
     )
     env.globals.update(
         stop_reason_info=present.stop_reason_info,

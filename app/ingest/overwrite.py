@@ -37,9 +37,9 @@ import orjson
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
-from ..compare import plural
 from ..jsontext import dumps_deep, nul_safe, stored_value
 from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_TAGS, RUNS, STEPS
+from ..words import plural
 from .batch import ReadBatch
 
 Warning_ = tuple[str, int, str, str]

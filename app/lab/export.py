@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any, Optional
 from urllib.parse import quote, urlencode
 
-from ..compare import MEASURES, plural
+from ..compare import MEASURES
 from ..compare_export import md
+from ..words import plural
 
 
 def _pct(x: Optional[float]) -> str:
