@@ -129,3 +129,97 @@ def test_steps_stored_before_0015_get_their_tool_calls_counted(backend, tmp_path
     from qita_board.ingest.rows import step_tool_calls
 
     assert {n: step_tool_calls(body) for n, body in records.items()} == got  # the reader's rule, the same
+
+
+def test_schema_head_is_alembics_head():
+    """`SCHEMA_HEAD` lets a database at head open without Alembic: it must name the real head."""
+    from qita_board.db import SCHEMA_HEAD
+
+    script = ScriptDirectory.from_config(alembic_config(make_engine("sqlite://")))
+    assert script.get_current_head() == SCHEMA_HEAD == REVISIONS[-1]
+
+
+def _contents(path: Path) -> dict:
+    """Every row of every table, shadow tables included, and the schema text."""
+    import sqlite3
+
+    from qita_board.db import schema_sql
+
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                             "AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")]
+        rows = {t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
+        return {"schema": schema_sql(conn), "rows": rows}
+    finally:
+        conn.close()
+
+
+def test_the_schema_file_is_what_the_migrations_build(tmp_path: Path):
+    """migrations/sqlite_head.sql, which new SQLite files get at once, is the migrations'
+    schema; after a new migration, scripts/sqlite_schema.py writes it again."""
+    from qita_board.db import SQLITE_HEAD_SQL
+    from scripts.sqlite_schema import build
+
+    assert build() == SQLITE_HEAD_SQL.read_text(encoding="utf-8"), "run: python scripts/sqlite_schema.py"
+
+
+def test_a_new_sqlite_file_gets_the_same_database_as_the_migrations_build(tmp_path: Path):
+    from qita_board.db import at_head, create_at_head
+
+    by_migrations = make_engine(f"sqlite:///{tmp_path / 'migrated.db'}")
+    cfg = alembic_config(by_migrations)
+    with by_migrations.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    by_migrations.dispose()
+    at_once = make_engine(f"sqlite:///{tmp_path / 'new.db'}")
+    assert create_at_head(at_once) and at_head(at_once)
+    assert not create_at_head(at_once)  # not empty any more: left alone
+    at_once.dispose()
+    migrated, new = _contents(tmp_path / "migrated.db"), _contents(tmp_path / "new.db")
+    assert new["schema"] == migrated["schema"]
+    assert new["rows"] == migrated["rows"]
+    assert "run_search_fts_config" in new["rows"]  # FTS5's own tables, made by its CREATE VIRTUAL TABLE
+    # and the trigram search answers on it as on the migrated one
+    conn = __import__("sqlite3").connect(tmp_path / "new.db")
+    conn.execute("INSERT INTO runs (id, run_id, replicate, source_format, state, early_stop_enabled, has_start, has_end,"
+                 " closed, early_stopped, steps, retries) VALUES (1, 'r', 0, 'qita', 'finished', 0, 1, 1, 1, 0, 0, 0)")
+    conn.execute("INSERT INTO run_search (run_pk, digest, text) VALUES (1, 'd', 'a needle here')")
+    assert conn.execute("SELECT rowid FROM run_search_fts WHERE text LIKE '%eedl%'").fetchall() == [(1,)]
+    conn.close()
+
+
+def test_a_file_that_holds_tables_is_migrated_not_overwritten(tmp_path: Path):
+    import sqlite3
+
+    from qita_board.db import create_at_head
+
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE mine (x)")
+    conn.commit()
+    conn.close()
+    engine = make_engine(f"sqlite:///{path}")
+    assert not create_at_head(engine)
+    engine.dispose()
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["mine"]
+    conn.close()
+
+
+def test_a_database_behind_head_is_upgraded_and_one_at_head_is_left_alone(tmp_path: Path):
+    from qita_board.db import at_head
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    assert not at_head(engine)  # no alembic_version table yet
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, REVISIONS[-2])
+    assert not at_head(engine)
+    upgrade(engine)
+    assert at_head(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == REVISIONS[-1]
+    engine.dispose()
