@@ -17,6 +17,7 @@ Peak memory is measured in a child process (VmHWM of /proc/self/status), so the
 parent's own allocations (the floor's row lists) never count.
 
     python -m bench.ingest --mb 200            # throughput + ratio
+    python -m bench.ingest --mb 200 --commands # ... and `qita ingest` as a command against the floor as a script
     python -m bench.ingest --rss-mb 1024       # peak RSS while ingesting a 1 GB file
 """
 
@@ -181,6 +182,45 @@ def throughput(trace: Path, *, rounds: int = 3) -> dict[str, Any]:
     return out
 
 
+#: The bare floor as a program of its own: Python's start and its few imports included.
+FLOOR_SCRIPT = ("import sys;from pathlib import Path;from bench.ingest import floor_ingest;"
+                "floor_ingest(Path(sys.argv[1]), Path(sys.argv[2]))")
+
+
+def qita_command() -> list[str]:
+    """The `qita` program of this interpreter's environment (`python -m qita_board.cli` without one)."""
+    script = Path(sys.executable).parent / "qita"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "qita_board.cli"]
+
+
+def commands(trace: Path, *, rounds: int = 3) -> dict[str, Any]:
+    """`qita ingest` as a user runs it (a new process into a new file) against the bare floor
+    as a script of its own, interleaved `rounds` times: what issue 16 timed, start-up and
+    exit included, which the in-process figures leave out."""
+    size = trace.stat().st_size
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop("QITA_DB", None)
+    times: dict[str, list[float]] = {"bare": [], "ours": []}
+    with tempfile.TemporaryDirectory(dir=WORK) as tmp:
+        folder = Path(tmp)
+        for _ in range(rounds):
+            db = bare_db(folder, "bare-script.db")
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(trace), str(db)], env=env, cwd=root, check=True)
+            times["bare"].append(time.perf_counter() - t0)
+            db = folder / "ours-command.db"
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(db) + suffix).unlink(missing_ok=True)
+            t0 = time.perf_counter()
+            subprocess.run([*qita_command(), "ingest", str(trace), "--db", str(db), "--json"], env=env, cwd=root,
+                           check=True, stdout=subprocess.DEVNULL)
+            times["ours"].append(time.perf_counter() - t0)
+    ratios = [b / o for b, o in zip(times["bare"], times["ours"])]
+    return {"bytes": size, "rounds": rounds, "bare": times["bare"], "ours": times["ours"],
+            "ratio_bare": statistics.median(ratios)}
+
+
 def _children_cpu() -> float:
     """CPU seconds of the reaped child processes so far (user and system)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -221,6 +261,9 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=1000, help="steps per generated run")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (bare, schema, ours); medians reported")
     ap.add_argument("--rss-mb", type=float, default=0, help="size of the peak-RSS trace (1024 for the 1 GB figure; 0: skip)")
+    ap.add_argument("--commands", action="store_true",
+                    help="also time `qita ingest` as a command against the bare floor as a script (start-up and exit"
+                         " included)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     a = ap.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
@@ -244,6 +287,14 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                      t["ratio_bare"] >= TARGET_RATIO))
         print(figure("ingest ratio ours/schema floor", f"{t['ratio'] * 100:.0f}%"))
         print(figure("ingest CPU ratio ours/bare floor", f"{t['cpu_ratio_bare'] * 100:.0f}%"))
+        if a.commands:
+            c = commands(trace, rounds=a.rounds)
+            result["commands"] = c
+            print(f"as programs, median of {c['rounds']} interleaved rounds (bare floor script, qita ingest)")
+            for name, title in (("bare", "bare floor script"), ("ours", "qita ingest")):
+                print(f"    {title}: seconds per round: {', '.join(f'{x:.2f}' for x in c[name])}")
+            print(figure("ingest ratio qita ingest/bare floor script", f"{c['ratio_bare'] * 100:.0f}%", ">= 80%",
+                         c["ratio_bare"] >= TARGET_RATIO))
     if a.rss_mb:
         trace = ensure_trace(a.rss_mb, steps=a.steps)
         r = peak_rss(trace)

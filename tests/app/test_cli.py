@@ -87,3 +87,41 @@ def test_unwritable_database_is_a_clear_error_not_a_traceback(tmp_path):
     r = qita("ingest", str(EXAMPLE), "--db", str(tmp_path / "no" / "such" / "dir" / "q.db"))
     assert r.returncode == 1
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_ingest_into_a_database_at_head_loads_neither_alembic_nor_the_pages(tmp_path):
+    """`qita ingest` starts in about half a second: a database at the newest revision opens
+    without Alembic, and the ingest imports nothing of the pages, the comparison or numpy."""
+    db = tmp_path / "q.db"
+    assert qita("ingest", str(EXAMPLE), "--db", str(db)).returncode == 0
+    script = ("import sys\nfrom qita_board.cli import main\n"
+              f"try:\n    main(['ingest', {str(EXAMPLE)!r}, '--db', {str(db)!r}], standalone_mode=False)\n"
+              "except SystemExit:\n    pass\n"
+              "print(sorted({m.split('.')[0] for m in sys.modules} & {'alembic', 'numpy', 'fastapi', 'jinja2', 'uvicorn'}"
+              " | {m for m in sys.modules if m in ('qita_board.compare', 'qita_board.stats', 'qita_board.render')}))")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_quick_exit_still_runs_exit_handlers_and_flushes_output(tmp_path, qitos_runs):
+    """As the `qita` program the ingest ends with os._exit after the exit handlers: the
+    archive's unpacked folder is gone and the JSON summary arrives whole."""
+    import zipfile
+
+    archive = tmp_path / "runs.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(qitos_runs.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(qitos_runs.parent))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
+    env.pop("QITA_DB", None)
+    r = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", str(archive), "--db", str(tmp_path / "q.db"),
+                        "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["runs"] == 4
+    assert (tmp / "qita-board").is_dir()  # the unpacked archive was there
+    assert list((tmp / "qita-board").iterdir()) == []
