@@ -213,11 +213,12 @@ def commands(trace: Path, *, rounds: int = 3) -> dict[str, Any]:
             for suffix in ("", "-wal", "-shm"):
                 Path(str(db) + suffix).unlink(missing_ok=True)
             t0 = time.perf_counter()
-            subprocess.run([*qita_command(), "ingest", str(trace), "--db", str(db), "--json"], env=env, cwd=root,
-                           check=True, stdout=subprocess.DEVNULL)
+            done = subprocess.run([*qita_command(), "ingest", str(trace), "--db", str(db), "--json"], env=env,
+                                  cwd=root, check=True, capture_output=True)
             times["ours"].append(time.perf_counter() - t0)
+            records = json.loads(done.stdout)["records"]
     ratios = [b / o for b, o in zip(times["bare"], times["ours"])]
-    return {"bytes": size, "rounds": rounds, "bare": times["bare"], "ours": times["ours"],
+    return {"bytes": size, "rounds": rounds, "bare": times["bare"], "ours": times["ours"], "records": records,
             "ratio_bare": statistics.median(ratios)}
 
 

@@ -5,6 +5,7 @@ No timing is asserted here (speed belongs in bench/ and docs/performance.md).
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -61,6 +62,17 @@ def test_ingest_benchmark_small(tmp_path: Path, monkeypatch, capsys) -> None:
                  "ingest ratio ours/bare floor", "(target >= 80%)", "ingest ratio ours/schema floor",
                  "peak RSS ingesting", "(target < 250 MiB)", "reader process CPU per round"):
         assert name in out
+
+
+def test_commands_time_qita_ingest_and_the_floor_script(tmp_path: Path, monkeypatch) -> None:
+    """`--commands`: `qita ingest` as a program (it reads every record) against the floor as a script."""
+    monkeypatch.setattr(ingest_bench, "WORK", tmp_path)
+    trace = tmp_path / "t.jsonl"
+    gen.generate(trace, runs=2, steps=4, experiments=1)
+    res = ingest_bench.commands(trace, rounds=2)
+    assert res["records"] == len(trace.read_bytes().splitlines())
+    assert len(res["bare"]) == len(res["ours"]) == 2 and all(x > 0 for x in res["bare"] + res["ours"])
+    assert res["ratio_bare"] == statistics.median(b / o for b, o in zip(res["bare"], res["ours"]))
 
 
 def test_floor_writes_every_row(tmp_path: Path) -> None:
