@@ -33,7 +33,7 @@ BUSY_TIMEOUT_MS = 30_000
 MIGRATION_LOCK = 0x71697461
 #: The newest migration's revision. A database stamped with it needs no upgrade, so opening
 #: it loads neither Alembic nor the migration scripts: 0.1–0.2 s of every `qita ingest`
-#: and `qita board` start (docs/performance.md). tests/app/test_db.py holds it to
+#: and `qita board` start (docs/performance.md). tests/app/test_migrations.py holds it to
 #: Alembic's own head.
 SCHEMA_HEAD = "0017"
 
@@ -188,7 +188,7 @@ def at_head(engine: Engine) -> bool:
 
 #: The schema of a database the migrations built, statement by statement (`schema_sql`): a
 #: new SQLite database gets it at once (`create_at_head`). Running the 17 migrations took
-#: 0.25–0.35 s of every `qita ingest` into a new file; this takes ~10 ms.
+#: 0.25–0.35 s of every `qita ingest` into a new file; this takes ~15 ms.
 #: tests/app/test_migrations.py holds it to what the migrations build.
 SQLITE_HEAD_SQL = MIGRATIONS / "sqlite_head.sql"
 
