@@ -90,3 +90,56 @@ def test_a_batch_applied_at_once_leaves_what_one_record_per_transaction_leaves(t
     assert runs["a"]["task_id"] == "t1" and runs["a"]["stop_reason"] == "final" and runs["a"]["status"] == "failed"
     assert sorted(orjson.loads(t)["tag"] for t in rows_all["run_tags"]) == ["x", "y"]
     assert [orjson.loads(e)["reason"] for e in rows_all["early_stops"]] == ["decided"]
+
+
+def _raw_tables(db: Path) -> dict[str, list[tuple]]:
+    """Every table's rows as SQLite stores them (no type's processing): the text of JSON and times."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE "
+                                            "'CREATE VIRTUAL%' AND name NOT LIKE 'run_search_fts%' ORDER BY name")]
+        return {n: sorted(conn.execute(f'SELECT * FROM "{n}"').fetchall(), key=repr) for n in names}
+    finally:
+        conn.close()
+
+
+def test_updates_through_the_driver_store_what_sqlalchemy_stores(tmp_path: Path, migrated_sqlite, monkeypatch,
+                                                                qitos_runs):
+    """`derive.update_rows` hands SQLite's driver the values each column type's own processor
+    makes: every table holds the same text, JSON and times included, as through `conn.execute`."""
+    from datetime import datetime, timezone
+
+    from qita_board import derive
+    from qita_board import ingest as ingest_module
+    from qita_board.ingest import store
+    from tests.app.test_ingest_reader import records
+
+    frozen = datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    monkeypatch.setattr(store, "utcnow", lambda: frozen)
+    monkeypatch.setattr(ingest_module, "_now", lambda: frozen)
+    paths = [write_jsonl(tmp_path / "tricky.jsonl", tricky()), write_jsonl(tmp_path / "runs.jsonl", records(4, 12)),
+             qitos_runs, Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "coder_eval-runs"]
+    paths = [p for p in paths if p.exists()]
+    settings = _settings(migrated_sqlite, tmp_path / "driver", reader_process_bytes=0, batch_lines=7)
+    _ingest(settings, *paths)
+    calls: list[int] = []
+    real = derive._driver_update
+
+    def counted(*a: Any) -> Any:
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(derive, "_driver_update", counted)
+    _ingest(_settings(migrated_sqlite, tmp_path / "counted", reader_process_bytes=0, batch_lines=7), *paths)
+    assert calls  # the driver path was taken
+    monkeypatch.setattr(derive, "_driver_update", lambda *a: None)
+    core = _settings(migrated_sqlite, tmp_path / "core", reader_process_bytes=0, batch_lines=7)
+    _ingest(core, *paths)
+    driver_rows, core_rows = _raw_tables(Path(settings.db)), _raw_tables(Path(core.db))
+    assert driver_rows.keys() == core_rows.keys()
+    for table in driver_rows:
+        assert driver_rows[table] == core_rows[table], table
+    runs = driver_rows["runs"]
+    assert len(runs) >= 10 and any("2026-12-02 12:00:00.123456" in map(str, r) for r in runs)
