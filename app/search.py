@@ -35,7 +35,7 @@ from sqlalchemy import and_, column, exists, false, func, literal_column, select
 from sqlalchemy.engine import Connection
 
 from .models import CRITICS, RUN_SEARCH, RUN_SEARCH_TABLE, RUNS, STEPS
-from .secrets import cut_point, mask_data, mask_text
+from .secrets import cut_point, mask_at, mask_text
 from .step_failures import step_errors
 
 #: The run's own fields that search finds it by.
@@ -126,8 +126,11 @@ def run_texts(run: Any) -> list[str]:
     for name in RUN_DATA_FIELDS:
         data = run.get(name) if hasattr(run, "get") else None
         if isinstance(data, dict) and data:
-            # masked by where each value lives (a `password` key's value whatever it looks like)
-            texts += [searchable(v) for v in mask_data(data).values() if isinstance(v, str)]
+            # Each top-level string masked by where it lives (a `password` key's value whatever
+            # it looks like), as masking the whole value would mask it; what lies deeper is not
+            # searched, so it is not masked either (masking whole end records and metadata was
+            # a tenth of the writer's time for many short runs: docs/performance.md).
+            texts += [searchable(mask_at(v, (k,))) for k, v in data.items() if isinstance(v, str)]
     return [_no_nul(t) for t in texts if t]
 
 

@@ -100,3 +100,24 @@ def test_a_nul_in_q_matches_nothing(runs, client, q):
     assert client.get("/api/runs", params={"q": q}).json()["count"] == 0
     page = client.get("/runs", params={"q": q})
     assert page.status_code == 200 and "no runs match" in page.text.lower()
+
+
+@pytest.mark.parametrize("data", [
+    {"password": "plainwordsecret", "note": "DB_PASSWORD=hunter2hunter2 in prose", "n": 3},
+    {"api_key": "short", "Authorization": "Bearer abcdefghijklmnopqrstuvwxyz", "nested": {"token": "deep-secret-value"}},
+    {"error_message": f"failed with {KEY}", "tokens": {"input": 1, "output": 2}, "list": ["password=x" * 3]},
+    {"secret": "", "big": "x" * 70_000 + " sk-ant-" + "a" * 40, "desc": "nothing to hide here"},
+    {"auth": "Basic dXNlcjpwYXNzd29yZA==", "private_key": {"k": "v"}, "pin": "1234", "plain": "hello world"},
+])
+def test_run_data_texts_are_masked_as_the_whole_value_masks_them(data):
+    """Search masks a run's metadata and end record string by string where each lives: the
+    same texts as masking the whole value and taking its top-level strings."""
+    from qita_board import search
+    from qita_board.secrets import mask_data
+
+    expected = [search.searchable(v) for v in mask_data(data).values() if isinstance(v, str)]
+    expected = [t for t in expected if t]
+    row = {name: None for name in search.RUN_FIELDS} | {"meta": data, "end_record": None}
+    assert search.run_texts(row) == expected
+    assert not any(s in "\n".join(expected) for s in ("plainwordsecret", "hunter2hunter2", "abcdefghijklmnopqrstuvwxyz",
+                                                       KEY, "dXNlcjpwYXNzd29yZA==", "a" * 40))
