@@ -117,7 +117,6 @@ def update_rows(conn: Connection, table: Any, rows: list[tuple[int, dict[str, An
         params = {f"v_{c}": v for c, v in values.items()}
         params["p_id"] = row_id
         groups.setdefault(tuple(values), []).append(params)
-    sqlite = conn.dialect.name == "sqlite"
     for cols, params_list in groups.items():
         key = (table.name, cols)
         stmt = _UPDATES.get(key)
@@ -125,38 +124,7 @@ def update_rows(conn: Connection, table: Any, rows: list[tuple[int, dict[str, An
             stmt = (update(table).where(table.c.id == bindparam("p_id"))
                     .values({c: bindparam(f"v_{c}", type_=table.c[c].type) for c in cols}))
             _UPDATES[key] = stmt
-        driver = _driver_update(conn, key, stmt) if sqlite else None
-        if driver is None:
-            conn.execute(stmt, params_list)
-            continue
-        sql, names, procs = driver
-        conn.exec_driver_sql(sql, [tuple(v if p is None else p(v) for p, v in zip(procs, map(params.__getitem__, names)))
-                                   for params in params_list])
-
-
-#: Per statement of `update_rows`, its SQLite form: (SQL, parameter names in order, each
-#: one's bind processor), or None where SQLAlchemy adds values of its own.
-_DRIVER_UPDATES: dict[tuple[str, tuple[str, ...]], Optional[tuple[str, tuple[str, ...], tuple[Any, ...]]]] = {}
-
-
-def _driver_update(conn: Connection, key: tuple[str, tuple[str, ...]], stmt: Any) -> Optional[tuple[str, tuple[str, ...], tuple[Any, ...]]]:
-    """`stmt` compiled once for the SQLite driver, its values bound by each column type's own
-    processor (JSON as SQLAlchemy serialises it, datetimes in its stored format): the same
-    text as `conn.execute`, without SQLAlchemy's per-row work. Through `conn.execute` the
-    updates of a batch of 1,730 five-step runs spent 0.4 s of the writer's 2 s building
-    parameters (docs/performance.md)."""
-    if key in _DRIVER_UPDATES:
-        return _DRIVER_UPDATES[key]
-    dialect = conn.dialect
-    compiled = stmt.compile(dialect=dialect)
-    names = tuple(compiled.positiontup or ())
-    cols = key[1]
-    found: Optional[tuple[str, tuple[str, ...], tuple[Any, ...]]] = None
-    if sorted(names) == sorted([*(f"v_{c}" for c in cols), "p_id"]):
-        procs = tuple(compiled.binds[n].type.dialect_impl(dialect).bind_processor(dialect) for n in names)
-        found = (str(compiled), names, procs)
-    _DRIVER_UPDATES[key] = found
-    return found
+        conn.execute(stmt, params_list)
 
 
 def update_run(conn: Connection, pk: int, values: dict[str, Any]) -> None:
