@@ -128,8 +128,8 @@ def run_texts(run: Any) -> list[str]:
         if isinstance(data, dict) and data:
             # Each top-level string masked by where it lives (a `password` key's value whatever
             # it looks like), as masking the whole value would mask it; what lies deeper is not
-            # searched, so it is not masked either (masking whole end records and metadata was
-            # a tenth of the writer's time for many short runs: docs/performance.md).
+            # searched, so it is not masked either (the fields of 1,730 five-step runs took
+            # 0.20 s to mask with the whole values masked, 0.13 s so: docs/performance.md).
             texts += [searchable(mask_at(v, (k,))) for k, v in data.items() if isinstance(v, str)]
     return [_no_nul(t) for t in texts if t]
 
