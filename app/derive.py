@@ -174,18 +174,18 @@ CHUNK = 500
 
 
 def recompute_runs(conn: Connection, pks: list[int], *, now: datetime, abandon_after_s: float,
-                   docs: Optional[dict[int, str]] = None) -> list[dict[str, Any]]:
+                   docs: Optional[dict[int, str]] = None, new: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
     """Recompute the derived columns of these runs from their rows; returns their search
     rows, their fields and their `docs` (the batch's critic and step texts), for the caller
     to add in one statement (app.search.insert_rows)."""
     rows: list[dict[str, Any]] = []
     for i in range(0, len(pks), CHUNK):
-        rows += _recompute(conn, pks[i:i + CHUNK], now=now, abandon_after_s=abandon_after_s, docs=docs or {})
+        rows += _recompute(conn, pks[i:i + CHUNK], now=now, abandon_after_s=abandon_after_s, docs=docs or {}, new=new)
     return rows
 
 
 def _recompute(conn: Connection, pks: list[int], *, now: datetime, abandon_after_s: float,
-               docs: dict[int, str]) -> list[dict[str, Any]]:
+               docs: dict[int, str], new: frozenset[int]) -> list[dict[str, Any]]:
     # Only the columns read below: the whole row decoded start_record, meta and the other
     # JSON columns with json.loads on every batch of every run (docs/performance.md).
     runs = {r["id"]: r for r in conn.execute(_RUN_SELECT, {"pks": pks}).mappings()}
@@ -224,7 +224,7 @@ def _recompute(conn: Connection, pks: list[int], *, now: datetime, abandon_after
                          early_stopped=pk in early, armed=early.get(pk), criteria=crits.get(pk, []),
                          gate_threshold=gate_thresholds.get(pk), now=now, abandon_after_s=abandon_after_s)
         params.append({"p_id": pk, **{f"v_{c}": values[c] for c in _DERIVED}})
-        search_rows += search.rows_for(pk, run, docs.get(pk))
+        search_rows += search.rows_for(pk, run, docs.get(pk), new=pk in new)
     conn.execute(_UPDATE_DERIVED, params)
     return search_rows
 

@@ -152,14 +152,22 @@ def insert_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
     conn.execute(stmt, rows)
 
 
-def rows_for(pk: int, run: Any, doc: Optional[str]) -> list[dict[str, Any]]:
+def rows_for(pk: int, run: Any, doc: Optional[str], *, new: bool = False) -> list[dict[str, Any]]:
     """Run `pk`'s search rows after a batch: its fields (`run`: its row) as one text, a field
     per line, and `doc`, the batch's critic and step texts (`document`, built as the records
     were read). Keyed by a digest per run, so fields that did not change add nothing
     (`insert_rows`). One row for all the fields, not one each: FTS5 pays per row indexed,
-    and 1,730 five-step runs took 0.77 s to index as 23,181 rows, 0.31 s as 1,730."""
+    and 1,730 five-step runs took 0.77 s to index as 23,181 rows, 0.31 s as 1,730.
+
+    `new`: a run created in this transaction, which holds no search row yet: its fields and
+    document go in one row. The trigram index pays per distinct trigram of a row, and a
+    short run's fields and critic texts share most of theirs: 1,730 five-step runs took
+    0.60 s to index as two rows each, 0.43 s as one (docs/performance.md). A run read on
+    in later batches gets its fields' own row then, kept once as before."""
     fields = "\n".join(dict.fromkeys(run_texts(run)))
     texts = [t for t in (fields, doc) if t]
+    if new and len(texts) == 2:
+        texts = ["\n".join(texts)]
     return list({(d := _digest(t)): {"run_pk": pk, "digest": d, "text": t} for t in texts}.values())
 
 

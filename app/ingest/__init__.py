@@ -383,7 +383,8 @@ class Ingestor:
         touched, a reload's warnings at the end of its pass, the source's progress."""
         if done.touched:
             self.applier.recompute(conn, done.touched, abandon_after_s=self.settings.abandon_after_s,
-                                   docs={rid: "\n".join(docs) for rid, docs in done.docs.items()})
+                                   docs={rid: "\n".join(docs) for rid, docs in done.docs.items()},
+                                   created=done.created)
         if end_of_pass and src.reload is not None:
             self._finish_reload(conn, src, done)
         if source_values is not None:

@@ -538,12 +538,15 @@ class Applier:
 
     # -- derived fields -------------------------------------------------------------------
     def recompute(self, conn: Connection, run_ids: Iterable[str], *, abandon_after_s: float,
-                  docs: Optional[dict[str, str]] = None) -> None:
+                  docs: Optional[dict[str, str]] = None, created: Iterable[str] = ()) -> None:
         """Recompute verdict, state and totals of the given runs (see app.derive), and index
-        what search finds them by (`docs`: the batch's search documents by run id)."""
+        what search finds them by (`docs`: the batch's search documents by run id; `created`:
+        the runs this transaction created, which hold no search row yet)."""
         pks = {self._run_pks[rid]: rid for rid in run_ids if rid in self._run_pks}
+        created = set(created)
         rows = derive.recompute_runs(conn, list(pks), now=utcnow(), abandon_after_s=abandon_after_s,
-                                     docs={pk: docs[rid] for pk, rid in pks.items() if rid in docs} if docs else None)
+                                     docs={pk: docs[rid] for pk, rid in pks.items() if rid in docs} if docs else None,
+                                     new=frozenset(pk for pk, rid in pks.items() if rid in created))
         search.insert_rows(conn, rows)
 
     def add_warnings(self, conn: Connection, run_id: str, messages: list[str]) -> None:

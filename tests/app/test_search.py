@@ -121,3 +121,38 @@ def test_run_data_texts_are_masked_as_the_whole_value_masks_them(data):
     assert search.run_texts(row) == expected
     assert not any(s in "\n".join(expected) for s in ("plainwordsecret", "hunter2hunter2", "abcdefghijklmnopqrstuvwxyz",
                                                        KEY, "dXNlcjpwYXNzd29yZA==", "a" * 40))
+
+
+def _search_rows(engine, run_id: str) -> list[str]:
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return [t for (t,) in conn.execute(text("SELECT s.text FROM run_search s JOIN runs r ON r.id = s.run_pk "
+                                                "WHERE r.run_id = :rid ORDER BY s.id"), {"rid": run_id})]
+
+
+def test_a_run_read_in_one_transaction_is_one_search_row_and_found_by_both_halves(tmp_path, engine, settings, client):
+    """A run created by the transaction gets its fields and critic texts as one row (the
+    trigram index pays per distinct trigram of a row); one read over several transactions
+    gets its fields' own row later, once. Either way search finds it by both."""
+    from qita_board.ingest import Ingestor
+
+    def run(rid: str) -> list[dict]:
+        return [{"type": "run_start", "run_id": rid, "task_id": f"task-{rid}", "objective": "reticulate splines"},
+                *({"type": "step", "run_id": rid, "step": s,
+                   "critic_outputs": [{"critic": "c", "action": "continue", "reason": f"frobnicated widget {s}"}]}
+                  for s in range(4)),
+                {"type": "run_end", "run_id": rid, "status": "completed", "stop_reason": "final"}]
+
+    Ingestor(engine, settings).ingest_paths([str(write_jsonl(tmp_path / "one.jsonl", run("whole")))])
+    Ingestor(engine, settings.model_copy(update={"batch_lines": 2, "reader_process_bytes": 0})).ingest_paths(
+        [str(write_jsonl(tmp_path / "many.jsonl", run("pieces")))])
+    whole = _search_rows(engine, "whole")
+    assert len(whole) == 1 and "task-whole" in whole[0] and "frobnicated widget 3" in whole[0]
+    pieces = _search_rows(engine, "pieces")
+    # the first transaction's row holds both; later ones add the critic texts, and the fields
+    # again only as they change (the run_end's), each distinct text once
+    assert len(pieces) > 1 and len(set(pieces)) == len(pieces)
+    assert sum("task-pieces" in t and "frobnicated" in t for t in pieces) == 1
+    for q in ("reticulate", "frobnicated widget 3", "task-"):
+        assert {"whole", "pieces"} <= found(client, q), q
