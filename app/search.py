@@ -162,7 +162,7 @@ def rows_for(pk: int, run: Any, doc: Optional[str], *, new: bool = False) -> lis
     `new`: a run created in this transaction, which holds no search row yet: its fields and
     document go in one row. The trigram index pays per distinct trigram of a row, and a
     short run's fields and critic texts share most of theirs: 1,730 five-step runs took
-    0.60 s to index as two rows each, 0.43 s as one (docs/performance.md). A run read on
+    0.52 s to index as two rows each, 0.39 s as one (docs/performance.md). A run read on
     in later batches gets its fields' own row then, kept once as before."""
     fields = "\n".join(dict.fromkeys(run_texts(run)))
     texts = [t for t in (fields, doc) if t]
