@@ -5,8 +5,8 @@ cache) instead of in a second pass over the batch, and builds them where it runs
 reader process beside the writer for a large file (app.ingest.reader), so parsing,
 checking, row building and masking use the second core while the writer's transaction
 runs on the first. What crosses to the writer is rows, not parsed records: steps and
-events (nearly every line) go as positional tuples without `run_pk`, which only the
-writer knows; the few records the writer reads field by field (`run_start`, `run_end`,
+events (nearly every line) go as positional tuples holding their run's id where `run_pk`
+goes, which only the writer knows; the few records the writer reads field by field (`run_start`, `run_end`,
 `criterion`, `early_stop`) go whole.
 
 Within a type the order is the file's; across types it does not matter, because the
@@ -44,10 +44,11 @@ class ReadBatch:
         self.positions = positions
         #: run ids in the order they first appear (new runs are numbered in this order)
         self.runs: dict[str, None] = {}
-        #: (run id, step) -> (step row, critic rows, line), rows without run_pk; the last record wins
+        #: (run id, step) -> (step row, critic rows, line), rows with the run id in run_pk's
+        #: place (app.ingest.rows); the last record wins
         self.steps: dict[tuple[str, int], tuple[tuple, list[tuple], int]] = {}
-        #: (run id, event row without run_pk): events and records of unknown types
-        self.events: list[tuple[str, tuple]] = []
+        #: event rows (the run id in run_pk's place): events and records of unknown types
+        self.events: list[tuple] = []
         #: (record, raw line, line) of the WHOLE_TYPES, in order
         self.others: list[tuple[dict[str, Any], Optional[bytes], int]] = []
         #: newest UTC "…Z" stamp text per (run, length): stamps of one length order as
@@ -90,17 +91,17 @@ class ReadBatch:
         scrub = raw is None or b"\\u0000" in raw
         where = at if self.positions else None
         if rtype == "event":
-            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub, at=where)))
+            self.events.append(event_row(run_id, rtype, rec, raw, scrub=scrub, at=where))
         elif rtype == "step":
             step = rec["step"]
-            row, critics = step_row(step, rec, raw, scrub=scrub, encode=self.encode, at=where)
+            row, critics = step_row(run_id, step, rec, raw, scrub=scrub, encode=self.encode, at=where)
             key2 = (run_id, step)
             self.steps[key2] = (row, critics, line)
             self.texts[key2] = _step_search_texts(rec, critics)
         elif rtype in WHOLE_TYPES:
             self.others.append((rec, raw, line))
         else:
-            self.events.append((run_id, event_row(rtype, rec, raw, scrub=scrub, at=where)))
+            self.events.append(event_row(run_id, rtype, rec, raw, scrub=scrub, at=where))
 
     def close(self) -> "ReadBatch":
         """Mask each run's search texts into its document (the reader does this before
@@ -115,19 +116,43 @@ class ReadBatch:
         self.texts = {}
         return self
 
-    def resolve(self, text: Callable[[tuple[int, int]], str]) -> None:
-        """Put each step's and event's text in place of where it lies (`text`: a place's text, read from the file)."""
+    def resolve(self, window: bytes, start: int, read: Optional[Callable[[int, int], bytes]] = None) -> None:
+        """Put each step's and event's text in place of where it lies: `window` holds the
+        file's bytes from `start` on, or `read(at, length)` reads each text instead.
+
+        A window of ASCII (most traces) is decoded once and sliced: decoding each text
+        through a function was most of the 0.7 s the writer took for this on 106 MB
+        (docs/performance.md)."""
         if not self.positions:
             return
+        self.positions = False
+        # Byte offsets are character offsets in ASCII: its texts are slices of it decoded once.
+        whole = window.decode("ascii") if read is None and window.isascii() else None
+
+        def text(at: int, n: int) -> str:
+            if read is not None:
+                return str(read(at, n), "utf-8", "replace")
+            at -= start
+            return str(window[at:at + n], "utf-8", "replace")
+
         i = STEP_RECORD_AT
         steps = self.steps
         for key, (row, critics, line) in steps.items():
-            if type(row[i]) is tuple:
-                steps[key] = (row[:i] + (text(row[i]),) + row[i + 1:], critics, line)
+            place = row[i]
+            if type(place) is tuple:
+                at = place[0] - start
+                steps[key] = ((*row[:i], whole[at:at + place[1]] if whole is not None else text(*place), *row[i + 1:]),
+                              critics, line)
         j = EVENT_RECORD_AT
-        self.events = [(run_id, row[:j] + (text(row[j]),) + row[j + 1:]) if type(row[j]) is tuple else (run_id, row)
-                       for run_id, row in self.events]
-        self.positions = False
+        events: list[tuple] = []
+        append = events.append
+        for row in self.events:
+            place = row[j]
+            if type(place) is tuple:
+                at = place[0] - start
+                row = (*row[:j], whole[at:at + place[1]] if whole is not None else text(*place), *row[j + 1:])
+            append(row)
+        self.events = events
 
     @classmethod
     def merged(cls, batches: list["ReadBatch"]) -> "ReadBatch":
@@ -185,7 +210,7 @@ class ReadBatch:
                 self.docs[run_id] = doc
             else:
                 self.docs.pop(run_id, None)
-        kept = {k[0] for k in self.steps} | {rid for rid, _row in self.events} | {o[0]["run_id"] for o in self.others}
+        kept = {k[0] for k in self.steps} | {row[0] for row in self.events} | {o[0]["run_id"] for o in self.others}
         self.runs = {rid: None for rid in self.runs if rid in kept}
 
 

@@ -220,11 +220,10 @@ class FileText:
         batch = chunk.batch
         if hi - lo <= WINDOW_BYTES:
             data = self._read(lo, hi - lo)
-            with memoryview(data) as view:
-                batch.resolve(lambda place: str(view[place[0] - lo:place[0] - lo + place[1]], "utf-8", "replace"))
+            batch.resolve(data, lo)
             self.hasher.update(data)
         else:
-            batch.resolve(lambda place: self._read(*place).decode("utf-8", "replace"))
+            batch.resolve(b"", lo, self._read)
             for at in range(lo, hi, WINDOW_BYTES):
                 self.hasher.update(self._read(at, min(WINDOW_BYTES, hi - at)))
         if self.hasher.hexdigest() != chunk.digest:

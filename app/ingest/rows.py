@@ -1,17 +1,18 @@
 """Records to row values: pure functions, one per record type, shared by the reader
 (which builds rows as each line is read, app.ingest.batch) and the writer (app.ingest.store).
 
-Rows are positional tuples in STEP_COLS / CRITIC_COLS / EVENT_COLS order without their
-first column, `run_pk`: the reader cannot know a run's key (it may run in another
-process, app.ingest.reader), so the writer puts it in front. JSON values go to the
-driver as text (`encode`: SQLite, and PostgreSQL by COPY) or as Python objects.
+Rows are positional tuples in STEP_COLS / CRITIC_COLS / EVENT_COLS order with the run's
+id where its first column, `run_pk`, goes: the reader cannot know a run's key (it may run
+in another process, app.ingest.reader), so the writer puts it in that place
+(`with_run_pk`). JSON values go to the driver as text (`encode`: SQLite, and PostgreSQL
+by COPY) or as Python objects.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from hashlib import sha1
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import orjson
 
@@ -115,7 +116,7 @@ def _canonical(record: dict[str, Any]) -> bytes:
 
 
 # Row builders: one per record type, positional tuples in STEP_COLS / CRITIC_COLS /
-# EVENT_COLS order without `run_pk`, for both dialects (PostgreSQL's portable path gets
+# EVENT_COLS order with the run id in `run_pk`'s place, for both dialects (PostgreSQL's portable path gets
 # them zipped into dicts). Each value goes through a shortcut for the exact types the fast
 # checks let through and falls back to the general function (`_num`, `_int`,
 # `clean_text`) for anything else. A NUL can only reach a parsed string through a
@@ -126,11 +127,11 @@ STEP_COLS = ("run_pk", "step", "ts", "duration_s", "tokens_input", "tokens_outpu
              "retry", "critic_action", "critic_score", "record", "preview", "tool_calls")
 CRITIC_COLS = ("run_pk", "step", "idx", "critic", "action", "effective_action", "reason", "score", "details")
 EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record", "preview")
-#: Where a step row (without run_pk) keeps its record text, and a critic row its action and reason.
-STEP_RECORD_AT = STEP_COLS.index("record") - 1
-EVENT_RECORD_AT = EVENT_COLS.index("record") - 1
-CRITIC_ACTION_AT = CRITIC_COLS.index("action") - 1
-CRITIC_REASON_AT = CRITIC_COLS.index("reason") - 1
+#: Where a step or event row keeps its record text, and a critic row its action and reason.
+STEP_RECORD_AT = STEP_COLS.index("record")
+EVENT_RECORD_AT = EVENT_COLS.index("record")
+CRITIC_ACTION_AT = CRITIC_COLS.index("action")
+CRITIC_REASON_AT = CRITIC_COLS.index("reason")
 _INT_MAX = 2**62
 
 
@@ -165,9 +166,9 @@ def _json_value(v: Any, scrub: bool, encode: bool) -> Any:
     return _json_text(v) if encode else v
 
 
-def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
+def step_row(run_id: str, step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
              encode: bool, at: Optional[int] = None) -> tuple[tuple, list[tuple]]:
-    """A step record's row and its critic-output rows (without run_pk); `at`: see `_record_text`."""
+    """A step record's row and its critic-output rows (`run_id` in run_pk's place); `at`: see `_record_text`."""
     text = clean_text if scrub else _text_fast
     get = rec.get
     critics = []
@@ -193,7 +194,7 @@ def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: boo
             reason = o.get("reason")
             critic = o.get("critic")
             details = o.get("details")
-            critics.append((step, i, critic if not scrub and type(critic) is str else text(critic),
+            critics.append((run_id, step, i, critic if not scrub and type(critic) is str else text(critic),
                             action if not scrub and type(action) is str else text(action), eff,
                             reason if not scrub and type(reason) is str else text(reason), score,
                             _json_value(details, scrub, encode) if details is not None or encode else None))
@@ -209,11 +210,16 @@ def step_row(step: int, rec: dict[str, Any], raw: Optional[bytes], *, scrub: boo
         t_in = t_out = t_total = None
     record, chars = _record_text(raw, rec, at)
     ts = get("ts")
-    row = (step, ts if not scrub and type(ts) is str and len(ts) <= 100 else text(ts, 100),
+    row = (run_id, step, ts if not scrub and type(ts) is str and len(ts) <= 100 else text(ts, 100),
            _num_fast(get("duration_s")), t_in, t_out, t_total, _num_fast(get("cost_usd")), bool(get("retry")),
            action_max, score_mean, record, make_preview(rec) if chars >= PREVIEW_MIN_CHARS else None,
            step_tool_calls(rec))
     return row, critics
+
+
+def with_run_pk(rows: Iterable[tuple], pks: dict[str, int]) -> list[tuple]:
+    """`rows` with each run id replaced by its run's key (the driver takes tuples)."""
+    return [(pks[row[0]], *row[1:]) for row in rows]
 
 
 def _array_length(holder: Any, key: str) -> Optional[int]:
@@ -240,9 +246,9 @@ def step_tool_calls(rec: dict[str, Any]) -> Optional[int]:
     return _array_length(rec, "tool_invocations")
 
 
-def event_row(rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
+def event_row(run_id: str, rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: bool,
               at: Optional[int] = None) -> tuple:
-    """The row (without run_pk) of an `event` or of a record of a type this board does not
+    """The row (`run_id` in run_pk's place) of an `event` or of a record of a type this board does not
     know (kept as written, keyed by the digest of its content); `at`: see `_record_text`."""
     record, chars = _record_text(raw, rec, at)
     get = rec.get
@@ -255,7 +261,7 @@ def event_row(rtype: str, rec: dict[str, Any], raw: Optional[bytes], *, scrub: b
     else:
         phase = phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200)
         ts = ts if ts is None or type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
-    return (step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
+    return (run_id, step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
             ok if ok is True or ok is False else None, ts,
             sha1(orjson.dumps(rec, option=_CANONICAL)).hexdigest(), record,
             make_preview(rec) if chars >= PREVIEW_MIN_CHARS else None)

@@ -272,11 +272,15 @@ def test_a_message_torn_or_unreadable_is_a_failed_reader_not_a_crash(tmp_path, m
     assert "sent what cannot be read" in caplog.text and _no_children()
 
 
-def test_texts_sent_by_position_are_the_lines_as_written(tmp_path, migrated_sqlite, spy):
+@pytest.mark.parametrize("window", [reader.WINDOW_BYTES, 64], ids=["window", "text-by-text"])
+def test_texts_sent_by_position_are_the_lines_as_written(tmp_path, migrated_sqlite, spy, monkeypatch, window):
     """A plain file read from its first byte: the reader sends where each line's text lies
-    and the writer reads it from the file (app.ingest.reader.FileText). A byte-order mark,
-    CRLF endings, multi-byte characters, blank lines, a step written twice and bad lines
-    all land as the writer reading the file itself stores them."""
+    and the writer reads it from the file (app.ingest.reader.FileText): a chunk's bytes at
+    once (sliced from their text decoded once when they are ASCII, decoded text by text
+    when not), or each text on its own past WINDOW_BYTES. A byte-order mark, CRLF endings,
+    multi-byte characters, blank lines, a step written twice and bad lines all land as the
+    writer reading the file itself stores them."""
+    monkeypatch.setattr(reader, "WINDOW_BYTES", window)
     lines = records(runs=3, steps=30)
     lines.insert(20, {"type": "step", "run_id": "run-0", "step": 3, "observation": "rewritten: é — 漢字 🙂"})
     lines.insert(40, {"type": "event", "run_id": "run-1", "phase": "ACT", "note": "ünïcödé " * 40})
