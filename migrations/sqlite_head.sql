@@ -1,4 +1,4 @@
--- qita board: the SQLite schema at revision 0017
+-- qita board: the SQLite schema at revision 0018
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
 	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
@@ -237,5 +237,4 @@ CREATE TABLE "ingest_sources" (
 );
 CREATE VIRTUAL TABLE run_search_fts USING fts5(text, content='run_search', content_rowid='id', tokenize='trigram', detail=none);
 INSERT INTO run_search_fts(run_search_fts) VALUES ('rebuild');
-CREATE TRIGGER run_search_fts_ai AFTER INSERT ON run_search BEGIN INSERT INTO run_search_fts(rowid, text) VALUES (new.id, new.text); END;
 CREATE TRIGGER run_search_fts_ad AFTER DELETE ON run_search BEGIN INSERT INTO run_search_fts(run_search_fts, rowid, text) VALUES ('delete', old.id, old.text); END;

@@ -66,13 +66,16 @@ def test_upgrade_from_the_previous_revision_keeps_the_data(tmp_path: Path, targe
     engine.dispose()
 
 
-def test_first_revision_then_head_keeps_ingested_data(tmp_path: Path, settings):
+def test_first_revision_then_head_keeps_ingested_data(tmp_path: Path):
     """Build at 0001, ingest through the app, upgrade to head: the board still shows everything."""
     from fastapi.testclient import TestClient
 
     from qita_board.ingest import Ingestor
     from qita_board.main import create_app
+    from qita_board.settings import Settings
 
+    # An empty file of its own: the `settings` fixture's database is at head already.
+    settings = Settings(db=str(tmp_path / "old.db"))
     engine = make_engine(settings.db_url)
     cfg = alembic_config(engine)
     with engine.begin() as conn:
@@ -85,13 +88,63 @@ def test_first_revision_then_head_keeps_ingested_data(tmp_path: Path, settings):
                                               {"type": "step", "run_id": "new-1", "step": 0}])
     assert Ingestor(engine, settings).ingest_paths([str(path)]).ok
     tables = set(inspect(engine).get_table_names())
+    with engine.begin() as conn:  # the runs migration 0010 indexed, and the new one, each once
+        conn.execute(text("INSERT INTO run_search_fts (run_search_fts, rank) VALUES ('integrity-check', 1)"))
     engine.dispose()
     assert {"runs", "steps", "alembic_version"} <= tables
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         ids = sorted(r["run_id"] for r in c.get("/api/runs").json()["data"])
         assert ids == ["new-1", "old-1"]
+        assert [r["run_id"] for r in c.get("/api/runs", params={"q": "kept objec"}).json()["data"]] == ["old-1"]
         assert c.get("/api/runs/old-1").json()["run"]["objective"] == "kept objective"
         assert c.get("/api/runs/old-1/steps").json()["count"] == 2
+
+
+def test_0018_moves_indexing_from_the_insert_trigger_to_the_search_module_and_back(tmp_path: Path):
+    """Below 0018 the insert trigger indexes each search row; from 0018 on the search module
+    does it in bulk and must not when the trigger is there (migration 0010 indexes the runs
+    it finds through that module): either way each row is in the index once."""
+    from qita_board import search
+    from qita_board.ingest import Ingestor
+    from qita_board.settings import Settings
+
+    settings = Settings(db=str(tmp_path / "old.db"))
+
+    def check(conn) -> None:
+        conn.execute(text("INSERT INTO run_search_fts (run_search_fts, rank) VALUES ('integrity-check', 1)"))
+
+    def triggers(conn) -> list[str]:
+        return [n for (n,) in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                                "AND tbl_name = 'run_search' ORDER BY name"))]
+
+    engine = make_engine(settings.db_url)
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0017")
+    path = write_jsonl(tmp_path / "t.jsonl", [{"type": "run_start", "run_id": "before", "objective": "aardvark"}])
+    assert Ingestor(engine, settings).ingest_paths([str(path)]).ok
+    with engine.begin() as conn:
+        assert triggers(conn) == ["run_search_fts_ad", "run_search_fts_ai"]
+        check(conn)
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0018")
+    path = write_jsonl(tmp_path / "u.jsonl", [{"type": "run_start", "run_id": "after", "objective": "pangolin"}])
+    assert Ingestor(engine, settings).ingest_paths([str(path)]).ok
+    with engine.begin() as conn:
+        assert triggers(conn) == ["run_search_fts_ad"]
+        check(conn)
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0017")
+    with engine.begin() as conn:
+        assert triggers(conn) == ["run_search_fts_ad", "run_search_fts_ai"]
+        search.insert_rows(conn, [{"run_pk": 1, "digest": "x", "text": "okapi"}])
+        check(conn)
+        for q, pk in (("aardvark", 1), ("pangolin", 2), ("okapi", 1)):
+            hits = conn.execute(text("SELECT s.run_pk FROM run_search_fts f JOIN run_search s ON s.id = f.rowid "
+                                     "WHERE run_search_fts MATCH :q"), {"q": search.trigram_query(q)}).scalars().all()
+            assert set(hits) == {pk}, q
+    engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -181,13 +234,28 @@ def test_a_new_sqlite_file_gets_the_same_database_as_the_migrations_build(tmp_pa
     assert new["schema"] == migrated["schema"]
     assert new["rows"] == migrated["rows"]
     assert "run_search_fts_config" in new["rows"]  # FTS5's own tables, made by its CREATE VIRTUAL TABLE
-    # and the trigram search answers on it as on the migrated one
-    conn = __import__("sqlite3").connect(tmp_path / "new.db")
-    conn.execute("INSERT INTO runs (id, run_id, replicate, source_format, state, early_stop_enabled, has_start, has_end,"
-                 " closed, early_stopped, steps, retries) VALUES (1, 'r', 0, 'qita', 'finished', 0, 1, 1, 1, 0, 0, 0)")
-    conn.execute("INSERT INTO run_search (run_pk, digest, text) VALUES (1, 'd', 'a needle here')")
-    assert conn.execute("SELECT rowid FROM run_search_fts WHERE text LIKE '%eedl%'").fetchall() == [(1,)]
-    conn.close()
+    # and the trigram index answers on it as on the migrated one, its rows added by the
+    # search module in bulk (migration 0018) and removed by the delete trigger
+    from qita_board import search
+
+    for name in ("new.db", "migrated.db"):
+        engine = make_engine(f"sqlite:///{tmp_path / name}")
+        with engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO runs (id, run_id, replicate, source_format, state, early_stop_enabled,"
+                                 " has_start, has_end, closed, early_stopped, steps, retries)"
+                                 " VALUES (1, 'r', 0, 'qita', 'finished', 0, 1, 1, 1, 0, 0, 0)")
+            search.insert_rows(conn, [{"run_pk": 1, "digest": "d", "text": "a needle here"},
+                                      {"run_pk": 1, "digest": "e", "text": "and hay"}])
+            search.insert_rows(conn, [{"run_pk": 1, "digest": "d", "text": "a needle here"}])  # held already
+        with engine.begin() as conn:
+            assert conn.exec_driver_sql("SELECT rowid FROM run_search_fts WHERE run_search_fts MATCH '\"eed\"'"
+                                        ).fetchall() == [(1,)], name
+            conn.exec_driver_sql("DELETE FROM run_search WHERE id = 1")
+            assert conn.exec_driver_sql("SELECT rowid FROM run_search_fts WHERE run_search_fts MATCH '\"eed\"'"
+                                        ).fetchall() == [], name
+            # the index holds exactly the rows of its content table, each once
+            conn.exec_driver_sql("INSERT INTO run_search_fts (run_search_fts, rank) VALUES ('integrity-check', 1)")
+        engine.dispose()
 
 
 def test_a_file_that_holds_tables_is_migrated_not_overwritten(tmp_path: Path):

@@ -156,3 +156,53 @@ def test_a_run_read_in_one_transaction_is_one_search_row_and_found_by_both_halve
     assert sum("task-pieces" in t and "frobnicated" in t for t in pieces) == 1
     for q in ("reticulate", "frobnicated widget 3", "task-"):
         assert {"whole", "pieces"} <= found(client, q), q
+
+
+def _index_holds_exactly_the_search_rows(engine) -> None:
+    """FTS5's own check of an external-content index against its table: a row missing from
+    the index, or indexed twice, fails it ("database disk image is malformed")."""
+    if engine.dialect.name != "sqlite":
+        return  # PostgreSQL searches with ILIKE alone
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO run_search_fts (run_search_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_the_trigram_index_holds_each_search_row_once_whatever_wrote_it(tmp_path, engine, settings, client):
+    """Search rows reach the trigram index in one statement per batch (migration 0018), not
+    by a trigger: batches read here and in a reader process, a file read on as it grows,
+    read again unchanged, rewritten, and a run deleted leave the index equal to its table,
+    and every batch's texts are found."""
+    from qita_board.ingest import Ingestor
+
+    def run(rid: str, steps: range) -> list[dict]:
+        return [{"type": "step", "run_id": rid, "step": s,
+                 "critic_outputs": [{"critic": "c", "action": "continue", "reason": f"quokka-{rid}-{s} grazes"}]}
+                for s in steps]
+
+    path = tmp_path / "t.jsonl"
+    lines = [{"type": "run_start", "run_id": "a", "objective": "wombat survey"}, *run("a", range(5)),
+             {"type": "run_start", "run_id": "b"}, *run("b", range(5))]
+    write_jsonl(path, lines)
+    for process_bytes in (0, 1):  # read here, then (a second file) in a reader process
+        small = settings.model_copy(update={"batch_lines": 3, "reader_process_bytes": process_bytes})
+        source = path if process_bytes == 0 else write_jsonl(tmp_path / "c.jsonl", [
+            {"type": "run_start", "run_id": "c"}, *run("c", range(7))])
+        assert Ingestor(engine, small).ingest_paths([str(source)]).ok
+        _index_holds_exactly_the_search_rows(engine)
+    small = settings.model_copy(update={"batch_lines": 3, "reader_process_bytes": 0})
+    with open(path, "ab") as fh:  # the file grows: read on from its offset
+        fh.write(b"".join(__import__("orjson").dumps(r) + b"\n" for r in run("a", range(5, 9))))
+    assert Ingestor(engine, small).ingest_paths([str(path)]).ok
+    assert Ingestor(engine, small).ingest_paths([str(path)]).ok  # unchanged: nothing new
+    _index_holds_exactly_the_search_rows(engine)
+    assert found(client, "quokka-a-8") == {"a"} and found(client, "quokka-c-6") == {"c"}
+    assert found(client, "wombat") == {"a"} and found(client, "quokka-b-4") == {"b"}
+    # rewritten: the source's runs are read again from its first line, their old texts removed
+    write_jsonl(path, [{"type": "run_start", "run_id": "a", "objective": "numbat census"}, *run("a", range(2))])
+    report = Ingestor(engine, small).ingest_paths([str(path)])
+    assert report.ok, report.to_json()
+    _index_holds_exactly_the_search_rows(engine)
+    assert found(client, "numbat") == {"a"}
+    assert client.delete("/api/runs/c").status_code in (200, 204)
+    _index_holds_exactly_the_search_rows(engine)
+    assert found(client, "quokka-c") == set() and found(client, "quokka-a-1") == {"a"}
