@@ -344,8 +344,9 @@ class RunSearchText(SQLModel, table=True):
     text: str = Field(sa_column=Column(Text, nullable=False))
 
 
-#: SQLite only (migration 0010): the FTS5 trigram index over `run_search.text` behind the
-#: runs list's search. A virtual table and triggers, so not part of the metadata above.
+#: SQLite only (migrations 0010, 0014, 0018): the FTS5 trigram index over `run_search.text`
+#: behind the runs list's search. A virtual table (filled by app.search.insert_rows, emptied
+#: by a delete trigger), so not part of the metadata above.
 RUN_SEARCH_TABLE = "run_search_fts"
 
 

@@ -21,8 +21,9 @@ one statement, `insert_rows`). Duplicates are kept
 out by a digest per run.
 
 On SQLite with FTS5's trigram tokenizer, `run_search_fts` (migrations 0010, 0014 and 0018:
-rows added by `insert_rows` in bulk, removed by a trigger) gives candidate rows for a q of three characters or more; the same
-case-insensitive LIKE re-checks them, so results are what the LIKE alone gives.
+rows added by `insert_rows` in bulk, removed by a delete trigger) gives candidate rows for
+a q of three characters or more; the same case-insensitive LIKE re-checks them, so
+results are what the LIKE alone gives.
 """
 
 from __future__ import annotations
