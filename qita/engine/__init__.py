@@ -2,10 +2,41 @@
 
 The modules mirror QitOS (`qita.engine.engine`, `qita.engine.critic`,
 `qita.engine.stop_criteria`), so code written against QitOS imports them with only
-`qitos` replaced by `qita`. `from qita.engine import Engine, RunResult` keeps working.
+`qitos` replaced by `qita`. `from qita.engine import Engine, RunResult` keeps working:
+those names load on first use (PEP 562), so importing one contract (the board imports
+`qita.engine.critic`) does not load the run loop (see qita/__init__.py).
 """
 
-from .engine import DEFAULT_MAX_STEPS, Engine, coerce_task
-from .result import RunResult, Stop
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: Where each name lives, relative to this package.
+_HOMES = {
+    "DEFAULT_MAX_STEPS": ".engine",
+    "Engine": ".engine",
+    "coerce_task": ".engine",
+    "RunResult": ".result",
+    "Stop": ".result",
+}
+
+if TYPE_CHECKING:
+    from .engine import DEFAULT_MAX_STEPS, Engine, coerce_task
+    from .result import RunResult, Stop
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = ["DEFAULT_MAX_STEPS", "Engine", "RunResult", "Stop", "coerce_task"]

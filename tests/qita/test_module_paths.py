@@ -70,3 +70,37 @@ def test_qita_never_imports_the_board():
     for path in (ROOT / "qita").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"^\s*(from app\b|import app\b)", text, re.M), path
+
+
+@pytest.mark.parametrize("package", ["qita", "qita.engine"])
+def test_lazy_names_and_their_type_checking_imports_agree(package):
+    """A package's names load on first use from `_HOMES`; its TYPE_CHECKING imports say the
+    same to type checkers: the two name the same module for every name, and `__all__` is
+    exactly what they provide (with the aliases)."""
+    import ast
+
+    mod = importlib.import_module(package)
+    path = ROOT.joinpath(*package.split("."), "__init__.py")
+    checked: dict[str, str] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom):
+                    checked.update({a.name: "." * imp.level + (imp.module or "") for a in imp.names})
+    assert checked == mod._HOMES
+    assert set(mod.__all__) == set(mod._HOMES) | set(getattr(mod, "_ALIASES", {}))
+
+
+def test_importing_one_contract_does_not_load_the_run_loop():
+    """The board imports `qita.engine.critic` for the ranking of critic actions; the engine,
+    live verdicts and the harness load only when a name of theirs is used."""
+    import subprocess
+    import sys
+
+    code = ("import sys, qita.engine.critic; print(sorted(m for m in sys.modules if m.startswith('qita'))); "
+            "import qita; qita.Engine; print('qita.engine.engine' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    loaded = set(__import__("ast").literal_eval(out[0]))
+    assert "qita.engine.critic" in loaded
+    assert not loaded & {"qita.engine.engine", "qita.live", "qita.harness", "qita.early_stop", "qita.criteria"}
+    assert out[1] == "True"
