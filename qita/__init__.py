@@ -5,7 +5,7 @@ criteria, with opt-in early stop on armed success criteria, and writes trace for
 through the TraceWriter. Everything a seed example imports is importable from here.
 This package never imports the board (`app`).
 
-Each name loads on first use (PEP 562): the board imports one contract of the run side
+Each name loads on first use (PEP 562, `qita._lazy`): the board imports one contract of the run side
 (`qita.engine.critic`, for the ranking of critic actions), and loading every module here
 with it was 0.16 s of each `qita ingest` start on a slow machine (docs/performance.md).
 `_HOMES` says where each name lives; the imports under TYPE_CHECKING say the same for type
@@ -14,8 +14,9 @@ checkers, and tests/qita/test_module_paths.py holds the two equal.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 #: Where each name of the run side's API lives, relative to this package.
 _HOMES = {
@@ -123,18 +124,7 @@ if TYPE_CHECKING:
     AgentModule = Agent
 
 
-def __getattr__(name: str) -> Any:
-    target = _ALIASES.get(name, name)
-    home = _HOMES.get(target)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), target)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(globals(), _HOMES, _ALIASES)
 
 
 __all__ = [

@@ -9,8 +9,9 @@ those names load on first use (PEP 562), so importing one contract (the board im
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 #: Where each name lives, relative to this package.
 _HOMES = {
@@ -26,17 +27,7 @@ if TYPE_CHECKING:
     from .result import RunResult, Stop
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(globals(), _HOMES)
 
 
 __all__ = ["DEFAULT_MAX_STEPS", "Engine", "RunResult", "Stop", "coerce_task"]
