@@ -97,23 +97,29 @@ def run_ingest(settings: Settings, paths: list[str], *, progress: bool, stop: "A
     last whole batch (see app.signals).
     """
     from . import tempfiles
-    from .db import open_database
-    from .ingest import Ingestor
+    from .ingest import early as early_readers
     from .ingest.sources import discover
 
     tempfiles.remove_stale()  # what a crashed board or ingest left behind
-    engine = open_database(settings)
+    found = discover(paths, settings=settings)
     try:
-        found = discover(paths, settings=settings)
-        bar = _Progress(found.total_bytes, progress and sys.stderr.isatty() and found.total_bytes > 1 << 20)
-        try:
-            report = Ingestor(engine, settings, progress=bar.advance, stop=stop).ingest_discovery(found)
-        finally:
-            bar.close()
-            found.remove_temporary()
+        # Before the database layer is imported: the first large file is read meanwhile.
+        with early_readers.start(found, settings) as early:
+            from .db import open_database
+            from .ingest import Ingestor
+
+            engine = open_database(settings)
+            try:
+                bar = _Progress(found.total_bytes, progress and sys.stderr.isatty() and found.total_bytes > 1 << 20)
+                try:
+                    return Ingestor(engine, settings, progress=bar.advance, stop=stop).ingest_discovery(found,
+                                                                                                       early=early)
+                finally:
+                    bar.close()
+            finally:
+                engine.dispose()
     finally:
-        engine.dispose()
-    return report
+        found.remove_temporary()
 
 
 def _ingest_until_stopped(settings: Settings, paths: list[str], *, progress: bool) -> "Any":

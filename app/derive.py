@@ -23,7 +23,7 @@ from typing import Any, Optional
 from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from . import search
+from . import search, search_texts
 from .criteria import armed_flags, armed_gate_passed, criterion_passed, gating_flags, run_gate_threshold, weight_of
 from .models import CRITERIA, EARLY, RUNS, STEPS
 
@@ -135,8 +135,8 @@ def update_run(conn: Connection, pk: int, values: dict[str, Any]) -> None:
 #: The run's own columns `recompute_runs` reads (and app.search indexes).
 _RECOMPUTE_COLUMNS = tuple(RUNS.c[name] for name in ("end_record", "has_end", "started_at", "ended_at",
                                                       "early_stop_enabled", "closed", "last_seen_at",
-                                                      "verdict_recorded", *search.RUN_FIELDS,
-                                                      *(f for f in search.RUN_DATA_FIELDS if f != "end_record")))
+                                                      "verdict_recorded", *search_texts.RUN_FIELDS,
+                                                      *(f for f in search_texts.RUN_DATA_FIELDS if f != "end_record")))
 
 
 _PKS: Any = bindparam("pks", expanding=True)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import orjson
 
-from .. import search
+from .. import search_texts
 from .rows import CRITIC_ACTION_AT, CRITIC_REASON_AT, EVENT_RECORD_AT, STEP_RECORD_AT, event_row, parse_ts, step_row
 
 #: The record types applied field by field by the writer: they travel whole.
@@ -110,7 +110,7 @@ class ReadBatch:
         for (run_id, _step), texts in self.texts.items():
             by_run.setdefault(run_id, {}).update(dict.fromkeys(texts))
         for run_id, lines in by_run.items():
-            doc = search.document(lines)
+            doc = search_texts.document(lines)
             if doc:
                 self.docs[run_id] = doc
         self.texts = {}
@@ -205,7 +205,7 @@ class ReadBatch:
             for key, (row, critics, _line) in self.steps.items():
                 if key[0] == run_id:
                     lines.update(dict.fromkeys(_step_search_texts(self.step_record(key), critics)))
-            doc = search.document(lines)
+            doc = search_texts.document(lines)
             if doc:
                 self.docs[run_id] = doc
             else:
@@ -220,6 +220,6 @@ def _step_search_texts(rec: dict[str, Any], critics: list[tuple]) -> list[str]:
     for c in critics:
         for value in (c[CRITIC_ACTION_AT], c[CRITIC_REASON_AT]):
             if value and type(value) is str:
-                lines[value if len(value) <= search.TEXT_CHARS else search.cut(value)] = None
-    search.add_texts(lines, search.step_texts(rec))
+                lines[value if len(value) <= search_texts.TEXT_CHARS else search_texts.cut(value)] = None
+    search_texts.add_texts(lines, search_texts.step_texts(rec))
     return list(lines)

@@ -252,7 +252,7 @@ class ReaderProcess:
     """`read_chunks` in a forked child; iterate it in the writer for the chunks, in order."""
 
     def __init__(self, src: Any, prev: Optional[dict[str, Any]], *, settings: Any, final: bool, encode: bool,
-                 stop: Optional[Callable[[], bool]] = None):
+                 stop: Optional[Callable[[], bool]] = None, ahead: Optional[int] = None):
         self.stop = stop
         # Opened before the child opens it, so both read the same file unless it is replaced
         # at that moment (which the digest check finds).
@@ -274,7 +274,7 @@ class ReaderProcess:
         if pid == 0:  # the child: never returns
             os.close(r)
             _child(Connection(w, readable=False), src, prev, settings=settings, final=final, encode=encode,
-                   positions=self.text is not None)
+                   positions=self.text is not None, ahead=ahead or AHEAD)
         os.close(w)
         self.pid: Optional[int] = pid
         self.conn = Connection(r, writable=False)
@@ -327,14 +327,14 @@ class ReaderProcess:
 
 
 def _child(conn: Connection, src: Any, prev: Optional[dict[str, Any]], *, settings: Any, final: bool,
-           encode: bool, positions: bool) -> None:
+           encode: bool, positions: bool, ahead: int) -> None:
     code = 0
     try:
         # Ctrl-C reaches the whole process group: the writer decides when to stop this.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _widen_pipe(conn.fileno())
-        sender = _Sender(conn)
+        sender = _Sender(conn, ahead)
         try:
             for chunk in read_chunks(src, prev, settings=settings, final=final, encode=encode, positions=positions):
                 sender.put(pickle.dumps(("chunk", chunk), protocol=pickle.HIGHEST_PROTOCOL))
@@ -353,7 +353,8 @@ def _child(conn: Connection, src: Any, prev: Optional[dict[str, Any]], *, settin
         os._exit(code)
 
 
-#: Chunks the reader process may have built ahead of the writer (each ~2 MB at 2,000 lines).
+#: Chunks the reader process may have built ahead of the writer (each ~2 MB at 2,000 lines;
+#: `ahead` of a ReaderProcess for more, app.ingest.early).
 AHEAD = 3
 
 
@@ -362,9 +363,9 @@ class _Sender:
     while the writer is busy with its transaction, instead of waiting for it to take the
     last one (a pipe holds 64 KB to 1 MB; a chunk is about 2 MB)."""
 
-    def __init__(self, conn: Connection):
+    def __init__(self, conn: Connection, ahead: int = AHEAD):
         self.conn = conn
-        self.queue: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=AHEAD)
+        self.queue: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=ahead)
         self.error: Optional[BaseException] = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()

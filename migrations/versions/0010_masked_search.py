@@ -57,7 +57,8 @@ def upgrade() -> None:
             op.execute("CREATE TRIGGER run_search_fts_ad AFTER DELETE ON run_search BEGIN "
                        "INSERT INTO run_search_fts(run_search_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
     from qita_board.models import RUNS
-    from qita_board.search import RUN_DATA_FIELDS, RUN_FIELDS, index_run
+    from qita_board.search import index_run
+    from qita_board.search_texts import RUN_DATA_FIELDS, RUN_FIELDS
 
     pks = [pk for (pk,) in bind.execute(sa.select(RUNS.c.id).order_by(RUNS.c.id))]
     for pk in pks:

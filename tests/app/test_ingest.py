@@ -571,8 +571,8 @@ def test_an_ingest_paces_the_collector_and_gives_its_thresholds_back(engine, set
     inside an ingest, the process has its own thresholds back."""
     import gc
 
-    from qita_board import ingest as ingest_module
     from qita_board.ingest import Ingestor
+    from qita_board.ingest import ingestor as ingest_module
 
     before = gc.get_threshold()
     gc.set_threshold(555, 11, 12)

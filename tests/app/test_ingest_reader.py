@@ -13,9 +13,9 @@ import orjson
 import pytest
 from sqlalchemy import text
 
-from qita_board import ingest as ingest_module
 from qita_board.db import open_database
 from qita_board.ingest import Ingestor, Stopped, reader
+from qita_board.ingest import ingestor as ingest_module
 from qita_board.settings import Settings
 from tests.conftest import fresh_sqlite, write_jsonl
 

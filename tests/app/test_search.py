@@ -112,13 +112,13 @@ def test_a_nul_in_q_matches_nothing(runs, client, q):
 def test_run_data_texts_are_masked_as_the_whole_value_masks_them(data):
     """Search masks a run's metadata and end record string by string where each lives: the
     same texts as masking the whole value and taking its top-level strings."""
-    from qita_board import search
+    from qita_board import search_texts
     from qita_board.secrets import mask_data
 
-    expected = [search.searchable(v) for v in mask_data(data).values() if isinstance(v, str)]
+    expected = [search_texts.searchable(v) for v in mask_data(data).values() if isinstance(v, str)]
     expected = [t for t in expected if t]
-    row = {name: None for name in search.RUN_FIELDS} | {"meta": data, "end_record": None}
-    assert search.run_texts(row) == expected
+    row = {name: None for name in search_texts.RUN_FIELDS} | {"meta": data, "end_record": None}
+    assert search_texts.run_texts(row) == expected
     assert not any(s in "\n".join(expected) for s in ("plainwordsecret", "hunter2hunter2", "abcdefghijklmnopqrstuvwxyz",
                                                        KEY, "dXNlcjpwYXNzd29yZA==", "a" * 40))
 
