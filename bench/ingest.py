@@ -126,17 +126,12 @@ def floor_ingest(trace: Path, db: Path) -> int:
 
 
 def our_ingest(trace: Path, db: Path) -> int:
-    """The board's one ingest path, as `qita ingest` runs it. Returns records."""
-    from qita_board.db import open_database
-    from qita_board.ingest import Ingestor
+    """The board's one ingest path, as `qita ingest` runs it (`run_ingest`: the reader process
+    started before the store is opened, app.ingest.early). Returns records."""
+    from qita_board.cli import run_ingest
     from qita_board.settings import Settings
 
-    settings = Settings(db=str(db))
-    engine = open_database(settings)
-    try:
-        report = Ingestor(engine, settings).ingest_paths([str(trace)])
-    finally:
-        engine.dispose()
+    report = run_ingest(Settings(db=str(db)), [str(trace)], progress=False)
     if report.errors:
         raise SystemExit(f"ingest rejected lines: {report.errors[:3]}")
     return report.records
