@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from typing import Any, Callable, Optional
+from urllib.parse import quote, unquote
 
 from . import reader
 from .sources import Discovery, Source
@@ -41,7 +42,7 @@ def sqlite_path(url: str) -> Optional[str]:
         return ":memory:" if url in ("sqlite://", "sqlite+pysqlite://") else None
     if scheme not in ("sqlite", "sqlite+pysqlite") or "?" in rest:
         return None
-    return rest or ":memory:"
+    return unquote(rest) or ":memory:"  # as SQLAlchemy decodes it
 
 
 def saved_states(path: str, keys: list[str]) -> Optional[dict[str, dict[str, Any]]]:
@@ -50,7 +51,7 @@ def saved_states(path: str, keys: list[str]) -> Optional[dict[str, dict[str, Any
     if path == ":memory:" or not os.path.exists(path):
         return {}
     try:
-        uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=1)
         try:
             if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ingest_sources'").fetchone():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from qita_board.cli import run_ingest
 from qita_board.db import open_database
@@ -182,6 +183,7 @@ def test_an_early_reader_is_stopped_when_the_database_cannot_be_opened(tmp_path,
     ("sqlite:///qita.db", "qita.db"),
     ("sqlite:////tmp/x/qita.db", "/tmp/x/qita.db"),
     ("sqlite+pysqlite:///./a b.db", "./a b.db"),
+    ("sqlite:///a%20b%25c #ü.db", "a b%c #ü.db"),
     ("sqlite://", ":memory:"),
     ("sqlite:///:memory:", ":memory:"),
     ("sqlite:///qita.db?mode=ro&uri=true", None),
@@ -190,6 +192,8 @@ def test_an_early_reader_is_stopped_when_the_database_cannot_be_opened(tmp_path,
 ])
 def test_only_a_plain_sqlite_url_names_a_file_to_read_saved_offsets_from(url, path):
     assert early.sqlite_path(url) == path
+    if path is not None and url.startswith("sqlite"):
+        assert path == (make_url(url).database or ":memory:")  # the file SQLAlchemy opens
 
 
 def test_a_store_that_cannot_be_read_starts_nothing_early(tmp_path, migrated_sqlite, spy):
@@ -198,3 +202,17 @@ def test_a_store_that_cannot_be_read_starts_nothing_early(tmp_path, migrated_sql
     Path(settings.db).write_bytes(b"this is not a database" * 100)
     started = early.start(discover([str(path)], settings=settings), settings)
     assert started.by_key == {} and spy.started == []
+
+
+def test_saved_offsets_are_read_from_a_database_whose_name_needs_escaping(tmp_path, migrated_sqlite):
+    path = write_jsonl(tmp_path / "t.jsonl", records(runs=1, steps=5))
+    folder = tmp_path / "a b%c #ü"
+    settings = _settings(migrated_sqlite, folder, reader_process_bytes=0)
+    report, _ = _ingest(settings, path)
+    assert report.records > 0
+    db = early.sqlite_path(settings.db_url)
+    assert db is not None and db.endswith("a b%c #ü/" + Path(settings.db).name)
+    key = discover([str(path)], settings=settings).sources[0].key
+    state = early.saved_states(db, [key, "no-such-source"])
+    assert list(state) == [key]
+    assert state[key]["offset"] == path.stat().st_size and state[key]["lines"] == len(records(runs=1, steps=5))
