@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 from typing import Any, Callable, Optional
 from urllib.parse import quote, unquote
 
@@ -26,7 +27,9 @@ from .sources import Discovery, Source
 
 #: Chunks an early reader may build before the writer takes the first (the usual bound is
 #: `reader.AHEAD`): about a second of reading on a slow machine, the time the writer's
-#: imports take, at 0.2–0.4 MB a chunk once pickled (its texts stay in the file).
+#: imports take, at 0.2–0.4 MB a chunk once pickled (its texts stay in the file). Only for a
+#: reader that sends texts by position (`reader.by_position`): one that sends them holds up
+#: to 8 MB a chunk, and 16 of those made its child 110 MB larger.
 EARLY_AHEAD = 16
 
 #: What the reader process needs of a source's saved state (app.ingest.reader.read_chunks).
@@ -48,10 +51,20 @@ def sqlite_path(url: str) -> Optional[str]:
 def saved_states(path: str, keys: list[str]) -> Optional[dict[str, dict[str, Any]]]:
     """The saved state of each source among `keys` the database at `path` holds ({} for a
     file not yet made), or None when it cannot be read (nothing is started early then)."""
-    if path == ":memory:" or not os.path.exists(path):
+    if path == ":memory:":
         return {}
     try:
-        uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            # A pipe or a device: opening it read-only blocks (a FIFO waits for a writer, and
+            # no stop signal reaches Python meanwhile); the store reports what it is.
+            return None
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+    try:
+        # The name's bytes, escaped: a name that is not UTF-8 cannot be quoted as text.
+        uri = "file:" + quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=1)
         try:
             if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ingest_sources'").fetchone():
@@ -64,7 +77,7 @@ def saved_states(path: str, keys: list[str]) -> Optional[dict[str, dict[str, Any
             return out
         finally:
             conn.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, ValueError):
         return None
 
 
@@ -101,10 +114,15 @@ class EarlyReaders:
         return self.by_key.pop(key, None)
 
     @staticmethod
+    def fits(early: Early, saved: Optional[dict[str, Any]], *, encode: bool, final: bool) -> bool:
+        """Whether the writer, with `saved` in hand, would have started `early`'s process."""
+        return early.encode == encode and early.final == final and same_start(early.prev, saved)
+
+    @staticmethod
     def adopt(early: Early, saved: Optional[dict[str, Any]], *, encode: bool, final: bool,
               stop: Optional[Callable[[], bool]]) -> Optional[reader.ReaderProcess]:
         """`early`'s process if the writer would have started the same one, else None (and it is stopped)."""
-        if early.encode == encode and early.final == final and same_start(early.prev, saved):
+        if EarlyReaders.fits(early, saved, encode=encode, final=final):
             early.process.stop = stop
             return early.process
         early.process.close()
@@ -144,7 +162,8 @@ def start(found: Discovery, settings: Any, *, final: bool = True) -> EarlyReader
         if not reader.use_process(src, prev, st.st_size, settings):
             continue
         try:
-            process = reader.ReaderProcess(src, prev, settings=settings, final=final, encode=True, ahead=EARLY_AHEAD)
+            ahead = EARLY_AHEAD if reader.by_position(src, prev) else reader.AHEAD
+            process = reader.ReaderProcess(src, prev, settings=settings, final=final, encode=True, ahead=ahead)
         except OSError:
             return out  # no fork: the writer tries again, and reads the file itself if it cannot
         out.by_key[src.key] = Early(process, prev, st, encode=True, final=final)

@@ -454,8 +454,19 @@ class Ingestor:
 
     def _ingest_lines_from(self, src: Source, report: IngestReport, early: Optional[Early], *, final: bool,
                            closed: bool) -> None:
-        st = src.stamp or (early.stat if early is not None else os.stat(src.path))
-        prev = self._source_row(src.key)
+        prev = self._source_row(src.key) if early is not None else None
+        if early is not None and not EarlyReaders.fits(early, dict(prev) if prev is not None else None,
+                                                       encode=self.applier.encode(), final=final):
+            # Its stat stands for the file only if its process is taken: another ingest may
+            # have read the file since, and a stat from before that, saved over what that
+            # one saved, would have the next pass read the whole file again.
+            early.process.close()
+            early = None
+        if early is not None:
+            st = src.stamp or early.stat
+        else:
+            st = src.stamp or os.stat(src.path)
+            prev = self._source_row(src.key)
         if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
             if self.progress:
                 self.progress(st.st_size)

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import orjson
 
-from .sources import Source, join_label, key_for, read_json_document
+from .sources import Source, join_label, key_for, read_json_document, text_name
 
 PEEK_LINES = 8
 PEEK_LINE_BYTES = 4 * 1024 * 1024
@@ -198,7 +198,7 @@ def qitos_sources(folder: str, label: str, key_prefix: Optional[str]) -> list[So
     # The three files are one source of one run (the overwrite rule, app.ingest.overwrite).
     origin = key_for(folder, label, key_prefix)
     for src in sources:
-        src.origin, src.origin_label = origin, label
+        src.origin, src.origin_label = text_name(origin), text_name(label)
     return sources
 
 

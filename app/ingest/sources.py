@@ -25,6 +25,24 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 #: How the keys of uploaded sources begin (`ingest_paths(key_prefix=...)` for uploads).
 UPLOAD_KEY_PREFIX = "upload:"
 
+
+def text_name(name: str) -> str:
+    """A file name as text the database and the terminal take: a name that is not valid
+    UTF-8 reaches Python with its bad bytes as lone surrogates, which neither SQLite nor
+    PostgreSQL stores (the ingest failed with a UnicodeEncodeError); they are written as
+    `\\xff` escapes instead. The file is still opened by its real name (`Source.path`)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return name
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system's bytes make (`\\ud800`)
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass
 class Source:
     """One readable input: a file of lines, or a whole-document producer of records."""
@@ -57,6 +75,12 @@ class Source:
     #: run it kept (a field of the wrong type, read as absent): each is listed in the
     #: report and shown on the run's page, and the rest of the run is read
     notes: list[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # What is stored and shown, never what is opened (`path`).
+        self.key, self.label = text_name(self.key), text_name(self.label)
+        self.origin = text_name(self.origin) if self.origin is not None else None
+        self.origin_label = text_name(self.origin_label) if self.origin_label is not None else None
 
 
 @dataclass

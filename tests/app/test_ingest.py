@@ -596,3 +596,28 @@ def test_an_ingest_paces_the_collector_and_gives_its_thresholds_back(engine, set
         assert gc.get_threshold() == (555, 11, 12)
     finally:
         gc.set_threshold(*before)
+
+
+# -- file names that are not UTF-8 ------------------------------------------------------
+
+
+def test_files_and_folders_named_in_bytes_that_are_not_utf8_are_read_and_named_with_escapes(ingest, engine, tmp_path,
+                                                                                           qitos_runs):
+    """Neither database stores the lone surrogates Python reads such a name as: the name is
+    kept with \\xNN escapes, and the file is still opened by its real name."""
+    folder = tmp_path / os.fsdecode(b"caf\xe9")  # a Latin-1 name on a UTF-8 system
+    trace = write_jsonl(folder / os.fsdecode(b"r\xff.jsonl"),
+                        [start("latin-1"), step("latin-1", 0), end("latin-1")])
+    run_folder = tmp_path / os.fsdecode(b"q\xfe")
+    shutil.copytree(sorted(p for p in qitos_runs.iterdir() if p.is_dir())[0], run_folder)
+    report = ingest(folder, run_folder)
+    assert report.ok and report.records >= 3 and "latin-1" in report.run_ids and len(report.run_ids) == 2
+    with engine.connect() as conn:
+        keys = sorted(k for (k,) in conn.execute(text("select path from ingest_sources")))
+        origins = {r: o for r, o in conn.execute(text("select run_id, origin from runs"))}
+    assert str(tmp_path) + "/caf\\xe9/r\\xff.jsonl" in keys
+    assert any(k.startswith(str(tmp_path) + "/q\\xfe/") for k in keys)
+    assert origins["latin-1"] == str(tmp_path) + "/caf\\xe9/r\\xff.jsonl"
+    # read again: the escaped name is the same source, so nothing is read twice
+    again = ingest(trace, run_folder)
+    assert again.ok and again.records == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ class Spy(reader.ReaderProcess):
 
     def __init__(self, src: Any, prev: Any, **k: Any):
         super().__init__(src, prev, **k)
-        Spy.started.append({"early": k.get("ahead") == early.EARLY_AHEAD, "prev": prev, "pid": self.pid})
+        # Only early.start says how far ahead its reader may read; the writer's take the default.
+        Spy.started.append({"early": k.get("ahead") is not None, "ahead": k.get("ahead"), "prev": prev,
+                            "pid": self.pid})
 
 
 @pytest.fixture
@@ -103,6 +106,9 @@ def test_a_file_read_before_is_read_on_from_its_saved_offset_by_the_early_reader
     assert [s["early"] for s in spy.started] == [True, True]
     saved = spy.started[1]["prev"]
     assert saved["offset"] > 0 and saved["lines"] == 300  # read from the store by the standard library
+    # From the top, texts stay in the file and chunks are small: the long lead. Resumed, the
+    # texts travel in the chunks (up to 8 MB each): the usual lead.
+    assert [s["ahead"] for s in spy.started] == [early.EARLY_AHEAD, reader.AHEAD]
     assert first.records + again.records == sum(isinstance(r, dict) for r in lines)
     _, whole = _ingest(_settings(migrated_sqlite, tmp_path / "whole", reader_process_bytes=0), path)
     for table in ("runs", "steps", "critic_outputs", "events", "criteria"):
@@ -118,6 +124,7 @@ def test_an_early_reader_started_on_a_state_that_changed_is_stopped_and_not_used
     path = tmp_path / "t.jsonl"
     write_jsonl(path, lines[:300])
     settings = _settings(migrated_sqlite, tmp_path / "db", reader_process_bytes=1, batch_lines=50)
+    os.utime(path, (1_000_000_000, 1_000_000_000))
     found = discover([str(path)], settings=settings)
     started = early.start(found, settings)  # on an empty store: from the first byte
     assert [s["prev"] for s in spy.started] == [None]
@@ -137,6 +144,11 @@ def test_an_early_reader_started_on_a_state_that_changed_is_stopped_and_not_used
                                                                                    (False, 100)]
     assert started.by_key == {}
     assert again.records == sum(isinstance(r, dict) for r in lines[100:300])
+    # what is saved is the file as the writer found it, not as it was when the early one began
+    db = early.sqlite_path(settings.db_url)
+    assert db is not None
+    saved = early.saved_states(db, [found.sources[0].key])[found.sources[0].key]
+    assert (saved["size"], saved["mtime"]) == (path.stat().st_size, path.stat().st_mtime) != (None, 1_000_000_000)
     _, whole = _ingest(_settings(migrated_sqlite, tmp_path / "whole", reader_process_bytes=0), path)
     for table in ("runs", "steps", "critic_outputs", "events", "criteria"):
         assert rows[table] == whole[table], table
@@ -216,3 +228,30 @@ def test_saved_offsets_are_read_from_a_database_whose_name_needs_escaping(tmp_pa
     state = early.saved_states(db, [key, "no-such-source"])
     assert list(state) == [key]
     assert state[key]["offset"] == path.stat().st_size and state[key]["lines"] == len(records(runs=1, steps=5))
+
+
+def test_saved_offsets_are_read_from_a_database_whose_name_is_not_utf8(tmp_path, migrated_sqlite):
+    path = write_jsonl(tmp_path / "t.jsonl", records(runs=1, steps=5))
+    settings = _settings(migrated_sqlite, tmp_path / "db", reader_process_bytes=0)
+    name = os.fsdecode(b"x\xff.db")  # the bytes a Latin-1 name leaves on a UTF-8 system
+    settings = settings.model_copy(update={"db": str(tmp_path / name)})
+    report, _ = _ingest(settings, path)
+    assert report.records > 0
+    db = early.sqlite_path(settings.db_url)
+    assert db is not None and os.fsencode(db).endswith(b"/x\xff.db")
+    key = discover([str(path)], settings=settings).sources[0].key
+    state = early.saved_states(db, [key])
+    assert state is not None and state[key]["offset"] == path.stat().st_size
+    again, _ = _ingest(settings, path)  # the command's whole path, early start included
+    assert again.records == 0 and not again.errors
+
+
+def test_a_store_that_is_a_pipe_starts_nothing_early_and_does_not_block(tmp_path):
+    fifo = tmp_path / "store.db"
+    os.mkfifo(fifo)
+    out: list[Any] = []
+    # Opening a FIFO read-only waits for a writer, with no signal reaching Python meanwhile.
+    t = threading.Thread(target=lambda: out.append(early.saved_states(str(fifo), ["k"])), daemon=True)
+    t.start()
+    t.join(10)
+    assert out == [None]
