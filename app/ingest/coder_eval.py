@@ -268,9 +268,13 @@ def _action_result(command: dict[str, Any], note: Optional[str]) -> dict[str, An
 def _turnless(iteration: dict[str, Any], turns: list) -> bool:
     """An iteration in which the agent took no turn: no assistant message, no tool call, no
     reply, and coder_eval counted no assistant turn in it (a dialog's last simulated user
-    message, a run with `agent: none`). It is no step: `total_assistant_turns` counts none."""
-    return (len(turns) == 1 and turns[0][0] is None and not turns[0][1] and not _str(iteration.get("agent_output"))
-            and _int(iteration.get("assistant_turn_count")) in (0, None) and iteration.get("token_usage") is None)
+    message, a run with `agent: none`, an attempt that crashed after it was billed but
+    before any assistant message). It is no step: `total_assistant_turns` counts none.
+    Without a count, billed tokens say a turn was taken whose messages were not surfaced."""
+    if not (len(turns) == 1 and turns[0][0] is None and not turns[0][1] and not _str(iteration.get("agent_output"))):
+        return False
+    counted = _int(iteration.get("assistant_turn_count"))
+    return counted == 0 or (counted is None and iteration.get("token_usage") is None)
 
 
 def _turnless_event(run_id: str, it_no: int, iteration: dict[str, Any], after_step: int) -> dict[str, Any]:
@@ -282,6 +286,9 @@ def _turnless_event(run_id: str, it_no: int, iteration: dict[str, Any], after_st
     crashed = bool(iteration.get("crashed"))
     if crashed:
         payload["crash_reason"] = _str(iteration.get("crash_reason"))
+    if isinstance(iteration.get("token_usage"), dict):
+        # billed all the same (the run's totals count them); no step holds them
+        payload["token_usage"] = iteration["token_usage"]
     event: dict[str, Any] = {"type": "event", "run_id": run_id, "phase": "ITERATION_WITHOUT_TURNS", "ok": not crashed,
                              "ts": _str(iteration.get("timestamp")), "payload": payload,
                              "error": ("crashed before any assistant turn: " + (_str(iteration.get("crash_reason"))

@@ -547,6 +547,34 @@ def test_an_iteration_without_an_assistant_turn_is_no_step(ingest, client, tmp_p
     assert (d2["run"]["steps"], d2["run"]["tokens_total"], d2["run"]["verdict"]) == (0, None, "pass")
 
 
+def test_an_attempt_billed_before_any_assistant_message_is_no_step(ingest, client, tmp_path):
+    # The first attempt crashed after the model was billed but before it surfaced an
+    # assistant message (only a reconciliation message): coder_eval counts no turn in it
+    # (assistant_turn_count 0), so total_assistant_turns is the retry's turns alone.
+    folder = tmp_path / "crash" / "default"
+    billed = {"uncached_input_tokens": 1000, "output_tokens": 0, "cache_read_input_tokens": 0,
+              "cache_creation_input_tokens": 0}
+    doc = task_json("c1", "default", status="SUCCESS", turns=[("a", ["ls"]), ("b", ["pwd"]), ("c", [])],
+                    usage={"uncached_input_tokens": 1030, "output_tokens": 15, "cache_read_input_tokens": 0,
+                           "cache_creation_input_tokens": 0})
+    doc["iterations"][0]["iteration"] = 2
+    doc["iterations"].insert(0, {"iteration": 1, "user_input": "go", "agent_output": "", "commands": [],
+                                 "messages": [{"role": "reconciliation", "content_blocks": []}],
+                                 "assistant_turn_count": 0, "token_usage": billed, "duration_seconds": 1.0,
+                                 "crashed": True, "crash_reason": "sandbox lost"})
+    (folder / "c1" / "00").mkdir(parents=True)
+    (folder / "c1" / "00" / "task.json").write_bytes(orjson.dumps(doc))
+    report = ingest(tmp_path / "crash")
+    assert report.errors == [] and not [w for w in report.warnings if "assistant turn" in w.message]
+    run = _api_run(client, "crash/default/c1/00")["run"]
+    assert run["steps"] == doc["total_assistant_turns"] == 3
+    assert run["tokens_total"] == 1030 + 15  # the run's own total: the billed attempt is in it
+    events = _api_run(client, "crash/default/c1/00")["run_events"]  # it came before any step: run-level
+    crash = [e for e in events if e["phase"] == "ITERATION_WITHOUT_TURNS"]
+    assert len(crash) == 1 and crash[0]["ok"] is False
+    assert crash[0]["record"]["payload"]["token_usage"] == billed
+
+
 def _row(task_id: str, status: str, **extra: Any) -> dict[str, Any]:
     """A run.json task_results row, in coder_eval's flat names (its `input_tokens` is the uncached input)."""
     return {"task_id": task_id, "replicate_index": 0, "variant_id": "default", "status": status,
