@@ -228,7 +228,10 @@ def budget_gauges(run: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"name": key, "label": label, "gauge": gauge(used, limit), "used": fmt_int(used),
                         "limit": fmt_int(limit)})
     if run.get("budget_max_cost_usd") is not None:
-        cost = run.get("agent_cost_usd") if run.get("agent_cost_usd") is not None else run.get("cost_usd")
+        # The agent's slice is what the budget gates on: unpriced (None) stays unpriced, and
+        # the judges' share of the bill never stands in for it (app.derive already reads a
+        # run that names no slice as all agent).
+        cost = run["agent_cost_usd"] if "agent_cost_usd" in run else run.get("cost_usd")
         out.append({"name": "cost", "label": "cost (agent)", "gauge": gauge(cost, run.get("budget_max_cost_usd")),
                     "used": fmt_usd(cost) if cost is not None else "unpriced",
                     "limit": fmt_usd(run.get("budget_max_cost_usd"))})

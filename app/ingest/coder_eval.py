@@ -614,8 +614,9 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         "total_assistant_turns": task.get("total_assistant_turns"),
         "iteration_count": task.get("iteration_count"),
         "weighted_score": task.get("weighted_score"),
-        # the row's flag, else coder_eval's rule on the task.json: costs are a floor when false
-        "cost_complete": row["cost_complete"] if isinstance(row.get("cost_complete"), bool) else cost_complete(task),
+        # The row's flag, absent meaning complete (results.py `row_cost_incomplete`: never
+        # inferred where a row exists); without a row, coder_eval's rule on the task.json.
+        "cost_complete": row.get("cost_complete") is not False if row else cost_complete(task),
         "initial_prompt": resolved.get("initial_prompt"),
         "source_file": _dict(task.get("task_config")).get("source_file"),
     }.items() if v is not None}
@@ -822,11 +823,15 @@ def _bill(task: dict[str, Any], agent_cost: Optional[float]) -> Optional[float]:
 
 
 def cost_complete(task: dict[str, Any]) -> bool:
-    """Whether a task.json's recorded spend is the whole of it, by coder_eval's row rule
-    (REPORT_SCHEMA.md: "unpriced model, or a hard kill that lost an in-flight turn"): a
-    TIMEOUT lost its in-flight turn; a turn that used tokens but has no cost was not priced."""
+    """Whether a task.json's recorded spend is the whole of the bill `_bill` adds from it,
+    by coder_eval's row rule (REPORT_SCHEMA.md: "unpriced model, or a hard kill that lost an
+    in-flight turn"): a TIMEOUT lost its in-flight turn; a turn that used tokens but has no
+    cost was not priced; a dialog's simulator used tokens that only run.json's row prices."""
     status = task.get("final_status")
     if isinstance(status, str) and status.upper() == "TIMEOUT":
+        return False
+    sim = _dict(task.get("simulation"))
+    if _int(sim.get("simulator_input_tokens")) or _int(sim.get("simulator_output_tokens")):
         return False
     for it in _iterations(task):
         usage = tokens(it.get("token_usage"))

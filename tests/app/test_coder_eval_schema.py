@@ -337,6 +337,48 @@ def test_a_run_json_row_decides_whether_the_cost_is_complete(ingest, client, tmp
         0.25, 0.01, False, 1.5)
 
 
+def test_a_row_without_the_flag_is_complete_and_a_dialog_without_a_row_is_a_floor(ingest, client, tmp_path):
+    # results.py `row_cost_incomplete`: a row that does not say is read as priced, never
+    # inferred from the task.json (here a TIMEOUT, which alone would make it a floor).
+    root = tmp_path / "2026-02-03_02-02-02"
+    write(root, task("old", variant="default", status="TIMEOUT", score=0.0))
+    rows = [{"task_id": "old", "replicate_index": 0, "variant_id": "default", "status": "TIMEOUT",
+             "weighted_score": 0.0, "total_cost_usd": 0.02, "agent_cost_usd": 0.01}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    # Without run.json, a dialog's simulator tokens are spend only coder_eval's rate card
+    # prices: the bill read from the task.json leaves them out, so it is a floor.
+    sim = {"n_trials": 1, "replicate_index": 0, "stop_reason": "criteria_passed", "simulator_input_tokens": 2000,
+           "simulator_output_tokens": 300, "total_turns": 2, "simulator_model": "m"}
+    write(tmp_path / "alone", task("dialog", simulation=sim))
+    write(tmp_path / "alone", task("single", simulation=None))
+    assert ingest(root).errors == [] and ingest(tmp_path / "alone").errors == []
+    assert api_run(client, f"{root.name}/default/old/00")["run"]["meta"]["cost_complete"] is True
+    assert api_run(client, "alone/v/dialog/00")["run"]["meta"]["cost_complete"] is False
+    assert api_run(client, "alone/v/single/00")["run"]["meta"]["cost_complete"] is True
+    assert text(page(client.get("/runs/" + quote("alone/v/dialog/00", safe="")).text).select_one(".run-cost")) == \
+        "$0.0100 (lower bound)"
+
+
+def test_the_cost_budget_gauge_shows_the_agents_spend_never_the_judges(ingest, client, tmp_path):
+    # REPORT_SCHEMA: run_limits.max_usd gates on the agent's spend alone (judge and
+    # simulator spend is not known mid-run). An unpriced agent is "unpriced", even when a
+    # priced judge makes the bill larger than the cap.
+    judge = {"criterion_type": "llm_judge", "description": "reads well", "score": 1.0,
+             "token_usage": {**PRICED, "total_cost_usd": 0.0225}}
+    limits = {"task_config": {"resolved": {"run_limits": {"max_usd": 0.02}}}}
+    unpriced = {**PRICED, "total_cost_usd": None}
+    write(tmp_path / "cap", task("unpriced", success_criteria_results=[judge], total_token_usage=unpriced,
+                                 iterations=[dict(turns_of(1), token_usage=unpriced)], **limits))
+    write(tmp_path / "cap", task("priced", success_criteria_results=[judge], **limits))
+    assert ingest(tmp_path / "cap").errors == []
+    for name, used in (("unpriced", "unpriced"), ("priced", "$0.0100")):
+        data = api_run(client, f"cap/v/{name}/00")
+        assert data["run"]["cost_usd"] == pytest.approx(0.0225 if name == "unpriced" else 0.0325), name
+        [cost] = [g for g in data["budget_gauges"] if g["name"] == "cost"]
+        assert (cost["label"], cost["used"], cost["limit"]) == ("cost (agent)", used, "$0.0200"), name
+        assert (cost["gauge"] or {}).get("level") != "over", name  # no gauge at all for unpriced
+
+
 # -- criteria: gating, weights, results and the configuration -----------------------------------
 
 def test_a_result_written_before_gating_existed_is_informational_when_its_weight_is_zero(ingest, client, tmp_path):
