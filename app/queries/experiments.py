@@ -63,7 +63,7 @@ def _overview(session: Session) -> dict[str, Any]:
                   "errored": int(errored or 0), "not_graded": int(not_graded or 0), "no_verdict": int(pending or 0),
                   "running": int(running or 0), "early_stopped": int(early or 0), "latest": latest}
         figures = overview.variant_figures(counts, costs.get((e, v), []))
-        figures.update(overview.task_figures(by_task.get((e, v), [])))
+        figures.update(overview.task_figures(by_task.get((e, v), []), measured=figures["pass_rate"] is not None))
         figures["failing"] = len(failing.get((e, v), []))
         figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)
         figures["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(e),

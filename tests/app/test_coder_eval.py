@@ -639,6 +639,8 @@ def test_an_execute_night_that_measured_nothing_has_no_pass_rate(ingest, client,
     assert (stats["graded"], stats["measured"], stats["pass_rate"]) == (3, 0, None)
     variant = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
     assert (variant["decided"], variant["pass_rate"], variant["interval"]) == (3, None, None)
+    # by task too (variant.json's pass_rate is per task, under the same rule): not 0 of 3
+    assert (variant["tasks_failed"], variant["task_pass_rate"]) == (3, None)
     from tests.app.parsed_html import one, page, text
     assert text(one(page(client.get("/").text), ".not-measured")) == "— not measured: none of its 3 graded runs was scored"
     # one scored run is a measurement: 0 of 4 graded then is a 0% pass rate
@@ -649,6 +651,8 @@ def test_an_execute_night_that_measured_nothing_has_no_pass_rate(ingest, client,
     assert ingest(root).errors == []
     stats = client.get("/api/runs").json()["stats"]
     assert (stats["graded"], stats["measured"], stats["pass_rate"]) == (4, 1, 0.0)
+    variant = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
+    assert (variant["pass_rate"], variant["tasks_failed"], variant["task_pass_rate"]) == (0.0, 4, 0.0)
 
 
 def test_a_task_id_holding_a_slash_is_one_run(ingest, client, tmp_path):

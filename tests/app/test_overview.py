@@ -185,3 +185,9 @@ def test_runs_without_an_experiment_or_variant_link_to_just_those_runs(tmp_path,
 def test_figures_by_task_count_each_task_once(tasks, expected):
     f = overview.task_figures(tasks)
     assert (f["tasks"], f["tasks_passed"], f["tasks_failed"], f["tasks_mixed"], f["task_pass_rate"]) == expected
+
+
+def test_figures_by_task_have_no_rate_when_the_variant_measured_nothing():
+    # the tasks are still counted; only the rate, which would read 0 of 2, is withheld
+    f = overview.task_figures([(1, 0), (2, 0)], measured=False)
+    assert (f["tasks"], f["tasks_failed"], f["task_pass_rate"]) == (2, 2, None)
