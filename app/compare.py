@@ -44,6 +44,7 @@ from .words import plural
 #: (name in the summary, run column, label): the order of the savings bars.
 MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool calls"),
             ("tokens", "tokens_total", "tokens"), ("cost_usd", "cost_usd", "cost"),
+            ("agent_cost_usd", "agent_cost_usd", "agent cost"),
             ("agent_s", "agent_elapsed_s", "agent time"), ("elapsed_s", "elapsed_s", "end to end"))
 GRADED = ("pass", "fail", "error")
 SORTS = ("task", "savings", "disagreement")
@@ -135,6 +136,9 @@ def _side(row: dict[str, Any]) -> dict[str, Any]:
         "elapsed_s": row.get("elapsed_s"),
         "agent_s": row.get("agent_elapsed_s"),
         "cost_usd": row.get("cost_usd"),
+        # the agent's slice of the bill (judges and a dialog's simulator left out): what
+        # coder_eval compares two harnesses by
+        "agent_cost_usd": row.get("agent_cost_usd"),
         "state": row.get("state"),
         "status": row.get("status"),
         "source_status": row.get("source_status"),

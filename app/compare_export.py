@@ -38,7 +38,7 @@ def _num(name: str, v: Any) -> str:
         return "—"
     if name in ("agent_s", "elapsed_s"):
         return f"{v:,.2f} s"
-    if name == "cost_usd":
+    if name in ("cost_usd", "agent_cost_usd"):
         return f"${v:,.4f}"
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
 

@@ -430,6 +430,7 @@ def simulated_row(run: SimRun, out: Outcome) -> dict[str, Any]:
             "tool_calls": _cut(row.get("tool_calls"), run.series.get("calls"), n, o),
             "tokens_total": _cut(row.get("tokens_total"), run.series.get("tokens"), n, o),
             "cost_usd": _cut(row.get("cost_usd"), run.series.get("cost"), n, o),
+            "agent_cost_usd": _cut(row.get("agent_cost_usd"), run.series.get("cost"), n, o),
             "agent_elapsed_s": _cut(row.get("agent_elapsed_s"), seconds, n, o),
             "elapsed_s": _cut(row.get("elapsed_s"), seconds, n, o),
             "status": "completed" if out.cut else row.get("status")}

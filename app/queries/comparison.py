@@ -24,7 +24,7 @@ from .cache import data_cached, data_version
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
            RUNS.c.verdict, RUNS.c.state, RUNS.c.stop_reason, RUNS.c.early_stopped, RUNS.c.steps,
-           RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
+           RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.agent_cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
            RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status, RUNS.c.tags, RUNS.c.early_stop_enabled]
 
 

@@ -306,7 +306,7 @@ def _hand_compare(real: dict[str, dict[str, Any]], a: str, b: str) -> dict[str, 
     out["confusion"] = conf
     out["agree"] = conf["pass_pass"] + conf["fail_fail"]
     for name, key in (("steps", "turns"), ("tool_calls", "tool_calls"), ("tokens", "tokens"), ("cost_usd", "cost"),
-                      ("agent_s", "agent_s"), ("elapsed_s", "elapsed_s")):
+                      ("agent_cost_usd", "agent_cost"), ("agent_s", "agent_s"), ("elapsed_s", "elapsed_s")):
         ta = sum(side[a][k][key] for k in keys)
         tb = sum(side[b][k][key] for k in keys)
         out[name] = (ta, tb, 100 * (tb - ta) / tb)
@@ -325,7 +325,7 @@ def test_compare_summary_equals_a_hand_computation(real, client):
     assert s["only_a"] == want["only_a"]
     assert s["confusion"] == want["confusion"]
     assert s["verdict_agreement"] == {"agree": want["agree"], "total": want["paired"]}
-    for name in ("steps", "tool_calls", "tokens", "cost_usd", "agent_s", "elapsed_s"):
+    for name in ("steps", "tool_calls", "tokens", "cost_usd", "agent_cost_usd", "agent_s", "elapsed_s"):
         ta, tb, pct = want[name]
         assert s[name]["a"] == pytest.approx(ta) and s[name]["b"] == pytest.approx(tb), name
         assert s[name]["saved_pct"] == pytest.approx(pct), name

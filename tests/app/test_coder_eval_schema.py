@@ -379,6 +379,28 @@ def test_the_cost_budget_gauge_shows_the_agents_spend_never_the_judges(ingest, c
         assert (cost["gauge"] or {}).get("level") != "over", name  # no gauge at all for unpriced
 
 
+def test_compare_shows_the_agents_cost_beside_the_bill(ingest, client, tmp_path):
+    # REPORT_SCHEMA: agent_cost_usd is "the harness-vs-harness comparison figure"; the
+    # bill adds judge spend both sides pay alike, which makes them look closer. Agent
+    # 0.05 against 0.10 with a 0.05 judge each: the bill saves 1/3, the agent's spend 1/2.
+    root = tmp_path / "2026-03-03_03-03-03"
+    for variant, agent in (("a", 0.05), ("b", 0.10)):
+        judge = {"criterion_type": "llm_judge", "description": "reads well", "score": 1.0,
+                 "token_usage": {**PRICED, "total_cost_usd": 0.05}}
+        usage = {**PRICED, "total_cost_usd": agent}
+        write(root, task("t", variant, success_criteria_results=[judge], total_token_usage=usage,
+                         iterations=[dict(turns_of(1), token_usage=usage)]))
+    assert ingest(root).errors == []
+    s = client.get("/api/compare", params={"experiment": root.name, "a": "a", "b": "b"}).json()["summary"]
+    assert (s["cost_usd"]["a"], s["cost_usd"]["b"]) == (pytest.approx(0.10), pytest.approx(0.15))
+    assert s["cost_usd"]["saved_pct"] == pytest.approx(100 / 3)
+    assert (s["agent_cost_usd"]["a"], s["agent_cost_usd"]["b"]) == (pytest.approx(0.05), pytest.approx(0.10))
+    assert s["agent_cost_usd"]["saved_pct"] == pytest.approx(50.0)
+    html = page(client.get("/compare", params={"experiment": root.name, "a": "a", "b": "b"}).text)
+    bars = {text(t) for t in html.select(".bar-value")}
+    assert {"a $0.0500", "b $0.1000", "a $0.1000", "b $0.1500"} <= bars
+
+
 # -- criteria: gating, weights, results and the configuration -----------------------------------
 
 def test_a_result_written_before_gating_existed_is_informational_when_its_weight_is_zero(ingest, client, tmp_path):

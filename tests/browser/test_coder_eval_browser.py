@@ -63,7 +63,11 @@ def test_compare_counts_time_saved_on_the_agents_own_time(live_server, page, ing
     headline = page.locator("#headline").inner_text()
     assert f"{round(100 * (b - a) / b)}% less agent time" in headline
     labels = page.locator("svg.bars .bar-label").all_text_contents()
-    assert labels == ["steps", "tool calls", "tokens", "cost", "agent time", "end to end"]
+    assert labels == ["steps", "tool calls", "tokens", "cost", "agent cost", "agent time", "end to end"]
+    # the agent's slice of the bill, from run.json's rows (agent_cost_usd)
+    agent_a = sum(pick["smoke"][k]["agent_cost"] for k in keys)
+    values = page.locator("svg.bars .bar-value").all_text_contents()
+    assert f"smoke ${agent_a:,.4f}" in values
     # the errored pair is counted as errored, not as having run to the end
     early = page.locator("table.early-breakdown").inner_text()
     errored = sum(1 for k in keys if pick["smoke"][k]["verdict"] == "error" and not pick["smoke"][k]["early_stop"])
