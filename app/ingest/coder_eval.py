@@ -976,7 +976,10 @@ def _identity(path: str, task: dict[str, Any], ctx: dict[str, Any]) -> tuple[str
         replicate = 0  # the older layout: no replicate folders
         task_dir = folder
     task_name = os.path.basename(task_dir)
-    variant = _str(task.get("variant_id")) or os.path.basename(os.path.dirname(task_dir)) or "default"
+    variant_dir = task_dir
+    for _ in range(_task_depth(task_dir.split(os.sep), _str(task.get("task_id")))):
+        variant_dir = os.path.dirname(variant_dir)
+    variant = _str(task.get("variant_id")) or os.path.basename(variant_dir) or "default"
     task_id = _str(task.get("task_id")) or task_name
     results = ctx.get("results_run_id") or _str(task.get("started_at")) or "coder_eval"
     experiment = ctx.get("experiment_id") or ctx.get("results_run_id") or "coder_eval"
@@ -996,9 +999,9 @@ def make_run_id(results: str, variant: str, task_id: str, replicate: int) -> str
     return run_id
 
 
-def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context, bound: Optional[str],
-            holder: Optional[str] = None) -> Source:
-    """One task.json as a whole-document source; `holder` names its results if nothing else does."""
+def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context, bound: Optional[str]) -> Source:
+    """One task.json as a whole-document source (the folder holding its variant folder, read
+    from `label`, names its results if no run.json or experiment.json does)."""
     def produce() -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
         doc, err = read_json_document(path, MAX_TASK_JSON)
         if err:
@@ -1009,6 +1012,7 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
         # Fields of the wrong type are read as not given, each named in a warning on the run.
         doc, notes = conform_task(doc)
         try:
+            holder = _holder_name(label, _str(doc.get("task_id")))
             ctx = contexts.of(_results_root(os.path.dirname(path), bound), named=holder)
             run_id, experiment, variant, task_name, replicate = _identity(path, doc, ctx)
             key = row_key(ctx["rows"], variant, _str(doc.get("task_id")) or task_name, replicate)
@@ -1031,12 +1035,23 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
     return src
 
 
-def _holder_name(label: str) -> Optional[str]:
+def _task_depth(folders: list[str], task_id: Optional[str]) -> int:
+    """How many of `folders` (ending with the task's own) its id takes: coder_eval lays a run
+    out as `<variant>/<task id>/<NN>/`, and a dataset suite's row id holds a `/`
+    (`s01-report-writer/pos-summary`); one folder when the path does not spell the id."""
+    ids = task_id.split("/") if task_id and "/" in task_id else []
+    return len(ids) if ids and folders[-len(ids):] == ids else 1
+
+
+def _holder_name(label: str, task_id: Optional[str] = None) -> Optional[str]:
     """The name of the folder holding the variant folders, read from the label (the path as
-    the user gave it, or the upload's names): `old/smoke/t01/task.json` -> `old`. Without
-    run.json or experiment.json it stands for the results id."""
-    parts = [p for p in label.replace("\\", "/").split("/") if p not in ("", ".")]
-    above = 4 if len(parts) >= 2 and parts[-2].isdigit() else 3  # [NN/]task/variant/holder
+    the user gave it, or the upload's names): `old/smoke/t01/00/task.json` -> `old`,
+    `old/smoke/suite/row/00/task.json` -> `old` for task id `suite/row`. Without run.json or
+    experiment.json it stands for the results id."""
+    parts = [p for p in label.replace("\\", "/").split("/") if p not in ("", ".")][:-1]  # the folders
+    if parts and parts[-1].isdigit():
+        parts = parts[:-1]  # the replicate's folder
+    above = _task_depth(parts, task_id) + 1  # the task's folders and the variant's
     if len(parts) <= above:
         return None
     name = parts[-above - 1]
@@ -1094,7 +1109,7 @@ def coder_eval_sources(folder: str, label: str, key_prefix: Optional[str]) -> li
     for path in _task_files(folder):
         rel = os.path.relpath(path, folder).replace(os.sep, "/")
         src_label = join_label(label, rel)
-        out.append(_source(path, src_label, key_prefix, contexts, bound, _holder_name(src_label)))
+        out.append(_source(path, src_label, key_prefix, contexts, bound))
         root = _results_root(os.path.dirname(path), bound)
         if root is not None:
             seen.setdefault(root, set()).update(_task_keys(path, root))
@@ -1124,7 +1139,6 @@ def _task_keys(path: str, root: str) -> set[tuple[Any, Any, int]]:
 
 def task_json_source(path: str, label: str, key_prefix: Optional[str]) -> Source:
     """A task.json given on its own (its results folder, when it is inside one, still names it)."""
-    return _source(path, label, key_prefix, _Context(), os.path.dirname(path) if key_prefix else None,
-                   _holder_name(label))
+    return _source(path, label, key_prefix, _Context(), os.path.dirname(path) if key_prefix else None)
 
 

@@ -670,6 +670,28 @@ def test_a_task_id_holding_a_slash_is_one_run(ingest, client, tmp_path):
     assert report.errors == [] and sorted(report.created) == ["suite-run/default/s1/neg-b/00", "suite-run/default/s1/pos-a/00"]
 
 
+def test_a_suite_row_without_run_json_is_named_by_the_folder_above_its_variant(ingest, client, tmp_path):
+    # Live, before coder_eval writes run.json, the folder holding the variant folders
+    # names the results; a row's id `suite/row` takes two folders, so that folder is one
+    # further up than for a plain task. Without variant_id the variant is the folder
+    # above the id's folders, not the suite's.
+    root = tmp_path / "2026-12-05_09-00-00"
+    plain = task_json("t1", "va", status="SUCCESS", turns=[("a", ["ls"])], usage={})
+    row = task_json("s18-suite/rowA", "va", status="SUCCESS", turns=[("a", ["ls"])], usage={})
+    bare = task_json("s18-suite/rowB", "va", status="SUCCESS", turns=[("a", ["ls"])], usage={})
+    del bare["variant_id"]
+    for doc in (plain, row, bare):
+        folder = root / "va" / doc["task_id"] / "00"
+        folder.mkdir(parents=True)
+        (folder / "task.json").write_bytes(orjson.dumps(doc))
+    report = ingest(root)
+    assert report.errors == []
+    assert sorted(report.created) == [f"{root.name}/va/s18-suite/rowA/00", f"{root.name}/va/s18-suite/rowB/00",
+                                      f"{root.name}/va/t1/00"]
+    runs = {r["run_id"]: r for r in client.get("/api/runs").json()["data"]}
+    assert {(r["experiment"], r["variant"]) for r in runs.values()} == {(root.name, "va")}
+
+
 def weighted_gate_results(root: Path) -> Path:
     """root/wg: one smoke task coder_eval passed through a weighted armed gate at 0.5 with
     one of its two armed criteria (weight 1 each) failed (for other modules' tests)."""
