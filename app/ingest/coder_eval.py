@@ -27,9 +27,11 @@ The field-by-field mapping is in docs/upload.md.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from datetime import datetime
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .coder_eval_fields import conform_row, conform_task
 from .sources import Source, join_label, key_for, read_json_document
@@ -917,6 +919,26 @@ class _Context:
 
     def __init__(self) -> None:
         self._cache: dict[Optional[str], dict[str, Any]] = {}
+        self._stamps: dict[Optional[str], bytes] = {}
+
+    def stamp(self, root: Optional[str]) -> bytes:
+        """The digest of what results folder `root` says of its runs (its run.json and
+        experiment.json, as read now): a task.json read before they were written (a run
+        watched live) is read again once they are, or when they change."""
+        if root not in self._stamps:
+            h = hashlib.sha256()
+            for name in ("run.json", "experiment.json"):
+                h.update(name.encode() + b"\0")
+                if root is not None and _has(root, name):
+                    try:
+                        with open(os.path.join(root, name), "rb") as fh:
+                            while block := fh.read(1 << 20):
+                                h.update(block)
+                    except OSError:
+                        h.update(b"\0unreadable")
+                h.update(b"\0")
+            self._stamps[root] = h.digest()
+        return self._stamps[root]
 
     def of(self, root: Optional[str], *, named: Optional[str] = None) -> dict[str, Any]:
         """The context of results folder `root` (None: no summary found; then `named`, the
@@ -993,8 +1015,6 @@ def make_run_id(results: str, variant: str, task_id: str, replicate: int) -> str
     task id, however odd, costs its run."""
     run_id = f"{results}/{variant}/{task_id}/{replicate:02d}".replace("\x00", "\ufffd")
     if len(run_id) > 200:
-        import hashlib
-
         run_id = run_id[:183] + "~" + hashlib.sha1(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return run_id
 
@@ -1031,7 +1051,8 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
     except OSError:
         size = 0
     src = Source(key=key_for(path, label, key_prefix), label=label, path=path, kind="document",
-                 source_format="coder_eval", produce=produce, size=size)
+                 source_format="coder_eval", produce=produce, size=size,
+                 context=lambda: contexts.stamp(_results_root(os.path.dirname(path), bound)))
     return src
 
 
@@ -1061,7 +1082,7 @@ def _holder_name(label: str, task_id: Optional[str] = None) -> Optional[str]:
 
 
 def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]], folder: str, label: str,
-                 key_prefix: Optional[str]) -> list[Source]:
+                 key_prefix: Optional[str], stamp: Callable[[], bytes]) -> list[Source]:
     """A source per run.json row of results folder `root` whose task.json was not found.
 
     Its origin is the task.json the row would have had, so a task.json written later (a
@@ -1085,7 +1106,8 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
                      label=join_label(label, os.path.relpath(run_json, folder).replace(os.sep, "/"))
                      + f" (row {task_id} #{replicate}, no task.json)",
                      path=run_json, kind="document", source_format="coder_eval",
-                     origin=key_for(expected, src_label, key_prefix), origin_label=src_label)
+                     origin=key_for(expected, src_label, key_prefix), origin_label=src_label,
+                     context=stamp)  # experiment.json too: the run's experiment is named there
 
         def produce(row=row, run_id=run_id, experiment=experiment, src=src,
                     notes=ctx.get("row_notes", {}).get((variant, task_id, replicate), [])
@@ -1118,7 +1140,8 @@ def coder_eval_sources(folder: str, label: str, key_prefix: Optional[str]) -> li
         roots.add(os.path.abspath(folder))
     for root in sorted(r for r in roots if r is not None):
         ctx = contexts.of(root)
-        out.extend(_row_sources(root, ctx, seen.get(root, set()), folder, label, key_prefix))
+        out.extend(_row_sources(root, ctx, seen.get(root, set()), folder, label, key_prefix,
+                                functools.partial(contexts.stamp, root)))
     return out
 
 

@@ -414,7 +414,10 @@ class Ingestor:
         st = os.stat(src.path)
         prev = self._source_row(src.key)
         with open(src.path, "rb") as fh:
-            digest = hashlib.sha256(fh.read(64 * 1024 * 1024)).hexdigest()
+            hasher = hashlib.sha256(fh.read(64 * 1024 * 1024))
+        if src.context is not None:
+            hasher.update(src.context())
+        digest = hasher.hexdigest()
         if prev is not None and prev["content_hash"] == digest:
             return
         src.rewrite = prev is not None and bool(prev["content_hash"])

@@ -75,6 +75,10 @@ class Source:
     #: run it kept (a field of the wrong type, read as absent): each is listed in the
     #: report and shown on the run's page, and the rest of the run is read
     notes: list[tuple[str, str]] = field(default_factory=list)
+    #: for whole-document sources: the bytes of the other files what `produce` makes
+    #: depends on (a coder_eval task.json's run.json and experiment.json), so a pass reads
+    #: it again when they change even if its own bytes did not
+    context: Optional[Callable[[], bytes]] = None
 
     def __post_init__(self) -> None:
         # What is stored and shown, never what is opened (`path`).

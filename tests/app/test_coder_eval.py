@@ -692,6 +692,39 @@ def test_a_suite_row_without_run_json_is_named_by_the_folder_above_its_variant(i
     assert {(r["experiment"], r["variant"]) for r in runs.values()} == {(root.name, "va")}
 
 
+def test_task_jsons_read_before_run_json_was_written_are_read_again_once_it_is(ingest, client, tmp_path):
+    # A run watched live: coder_eval writes each task.json as its task ends, and run.json
+    # and experiment.json only at the end. Their figures (the row's bill, the experiment's
+    # id) win once they exist, though the task.json files themselves never change.
+    root = tmp_path / "2026-12-05_08-00-00"
+    usage = {"uncached_input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 0, "total_cost_usd": 0.01}
+    for variant in ("smoke", "e2e"):
+        folder = root / variant / "t1" / "00"
+        folder.mkdir(parents=True)
+        doc = task_json("t1", variant, status="SUCCESS", turns=[("a", ["ls"])], usage=usage)
+        (folder / "task.json").write_bytes(orjson.dumps(doc))
+    assert ingest(root).errors == []
+    before = {r["run_id"]: r for r in client.get("/api/runs").json()["data"]}
+    assert {r["experiment"] for r in before.values()} == {root.name}
+    assert {r["cost_usd"] for r in before.values()} == {0.01}
+    rows = [{**_row("t1", "SUCCESS", weighted_score=1.0), "variant_id": v, "total_cost_usd": 0.03,
+             "agent_cost_usd": 0.01} for v in ("smoke", "e2e")]
+    rows.append({**_row("t2", "ERROR"), "variant_id": "e2e"})  # a task that never wrote task.json
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "nightly", "description": "d"}))
+    again = ingest(root)
+    assert again.errors == [] and again.records > 0
+    after = {r["run_id"]: r for r in client.get("/api/runs").json()["data"]}
+    assert sorted(after) == sorted([*before, f"{root.name}/e2e/t2/00"])  # the same runs, and the row's
+    assert {r["experiment"] for r in after.values()} == {"nightly"}
+    assert {after[rid]["cost_usd"] for rid in before} == {0.03}
+    assert ingest(root).records == 0  # nothing changed since: nothing is read again
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "nightly-2", "description": "d"}))
+    assert ingest(root).records > 0
+    assert {r["experiment"] for r in client.get("/api/runs").json()["data"]} == {"nightly-2"}
+
+
 def weighted_gate_results(root: Path) -> Path:
     """root/wg: one smoke task coder_eval passed through a weighted armed gate at 0.5 with
     one of its two armed criteria (weight 1 each) failed (for other modules' tests)."""
