@@ -17,7 +17,9 @@ touches the database, so the figures can be checked by hand on a handful of dict
 - A measure (steps, tool calls, tokens, cost, agent time, end-to-end time) totals the
   pairs where both sides recorded it; pairs where either side lacks it are left out of
   that measure only, and counted in its `missing`. Time saved is the agent's own time
-  (`agent_s`: without setup and grading); end to end (`elapsed_s`) is beside it.
+  (`agent_s`: without setup and grading); end to end (`elapsed_s`) is beside it. A
+  cost measure counts in `lower_bound` the pairs it totals where a side's cost is a
+  lower bound (coder_eval's `cost_complete: false`): its totals are lower bounds then.
 - saved_pct = 100 * (b - a) / b: positive when the first group (a) used less. It is
   null when b's total is 0 or no pair has the measure. Its 95% interval, the agreement's
   Wilson interval and the exact McNemar test come from app.stats.
@@ -46,6 +48,8 @@ MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool call
             ("tokens", "tokens_total", "tokens"), ("cost_usd", "cost_usd", "cost"),
             ("agent_cost_usd", "agent_cost_usd", "agent cost"),
             ("agent_s", "agent_elapsed_s", "agent time"), ("elapsed_s", "elapsed_s", "end to end"))
+#: The measures in money: a side's cost may be a lower bound (`cost_floor`).
+COST_MEASURES = ("cost_usd", "agent_cost_usd")
 GRADED = ("pass", "fail", "error")
 SORTS = ("task", "savings", "disagreement")
 
@@ -139,6 +143,7 @@ def _side(row: dict[str, Any]) -> dict[str, Any]:
         # the agent's slice of the bill (judges and a dialog's simulator left out): what
         # coder_eval compares two harnesses by
         "agent_cost_usd": row.get("agent_cost_usd"),
+        "cost_floor": bool(row.get("cost_floor")),  # app.queries.comparison: 1 or True when it is
         "state": row.get("state"),
         "status": row.get("status"),
         "source_status": row.get("source_status"),
@@ -165,17 +170,21 @@ def make_pair(key: tuple[str, int], a: dict[str, Any], b: dict[str, Any], *,
 
 def _total(pairs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     va, vb = [], []
+    floors = 0
     for p in pairs:
         x, y = p["a"][name], p["b"][name]
         if x is not None and y is not None:
             va.append(x)
             vb.append(y)
+            if name in COST_MEASURES and (p["a"].get("cost_floor") or p["b"].get("cost_floor")):
+                floors += 1
     if not va:
-        return {"a": None, "b": None, "saved_pct": None, "pairs": 0, "missing": len(pairs), "low": None, "high": None}
+        return {"a": None, "b": None, "saved_pct": None, "pairs": 0, "missing": len(pairs), "low": None, "high": None,
+                "lower_bound": 0}
     a, b = sum(va), sum(vb)
     ci = stats.ratio_saving(va, vb)
     return {"a": a, "b": b, "saved_pct": saved_pct(a, b), "pairs": len(va), "missing": len(pairs) - len(va),
-            "low": ci["low"] if ci else None, "high": ci["high"] if ci else None}
+            "low": ci["low"] if ci else None, "high": ci["high"] if ci else None, "lower_bound": floors}
 
 
 def agreement_of(pairs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -488,6 +497,7 @@ def bars(summary: dict[str, Any], *, width: int = BAR_CHART["bar"]) -> list[dict
         if m["a"] is None or m["b"] is None:
             out.append({"name": name, "label": label, "a": None, "b": None, "wa": 0, "wb": 0,
                         "saved_pct": None, "low": None, "high": None, "pairs": 0, "missing": m["missing"],
+                        "lower_bound": 0,
                         "change": "—", "change_ci": None})
             continue
         top = max(m["a"], m["b"], 0) or 1
@@ -495,7 +505,8 @@ def bars(summary: dict[str, Any], *, width: int = BAR_CHART["bar"]) -> list[dict
         out.append({"name": name, "label": label, "a": m["a"], "b": m["b"],
                     "wa": max(0, round(width * m["a"] / top)), "wb": max(0, round(width * m["b"] / top)),
                     "saved_pct": m["saved_pct"], "low": low, "high": high,
-                    "pairs": m["pairs"], "missing": m["missing"], "change": change_text(m["saved_pct"]),
+                    "pairs": m["pairs"], "missing": m["missing"], "lower_bound": m.get("lower_bound", 0),
+                    "change": change_text(m["saved_pct"]),
                     "change_ci": None if low is None else f"{change_text(high)}…{change_text(low)}"})
     return out
 

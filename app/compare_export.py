@@ -75,6 +75,8 @@ def markdown(data: dict[str, Any], *, base_url: str, label_a: str, label_b: str,
             continue
         ci = "—" if m.get("low") is None else f"{_pct(m['low'])} to {_pct(m['high'])}"
         note = f" ({plural(m['missing'], 'pair')} without it)" if m["missing"] else ""
+        if m.get("lower_bound"):
+            note += f" ({plural(m['lower_bound'], 'pair')} with a cost that is a lower bound)"
         out.append(f"| {label}{note} | {_num(name, m['a'])} | {_num(name, m['b'])} | {_pct(m['saved_pct'])} | {ci} |")
     out.append("")
     r = data.get("replicates") or {}

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import orjson
-from sqlalchemy import and_, exists, func, select
+from sqlalchemy import Boolean, and_, exists, func, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement
 from sqlmodel import Session
 
 from .. import compare, diskcache, notfound
@@ -22,10 +24,36 @@ from ..notfound import missing_groups
 from ..secrets import is_secret_key
 from .cache import data_cached, data_version
 
+
+class _CostIncomplete(ColumnElement[bool]):
+    """Whether a run's `meta.cost_complete` is false (its cost is a lower bound), as SQL
+    either store runs. Written out per dialect: `rows_of` sends SQLite's statement to the
+    driver as compiled, so a JSON path bound as a parameter would reach it unprocessed."""
+
+    inherit_cache = True
+    type = Boolean()
+
+    def __init__(self, meta: Any):
+        self.meta = meta
+
+
+@compiles(_CostIncomplete, "sqlite")
+def _cost_incomplete_sqlite(element: _CostIncomplete, compiler: Any, **kw: Any) -> str:
+    # json_type says 'false' for a JSON false only (NULL for a missing key or no meta)
+    return f"(json_type({compiler.process(element.meta, **kw)}, '$.cost_complete') = 'false')"
+
+
+@compiles(_CostIncomplete)
+def _cost_incomplete_default(element: _CostIncomplete, compiler: Any, **kw: Any) -> str:
+    return f"(CAST({compiler.process(element.meta, **kw)} AS jsonb) -> 'cost_complete' = 'false'::jsonb)"
+
+
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
            RUNS.c.verdict, RUNS.c.state, RUNS.c.stop_reason, RUNS.c.early_stopped, RUNS.c.steps,
            RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.agent_cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
-           RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status, RUNS.c.tags, RUNS.c.early_stop_enabled]
+           RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status, RUNS.c.tags, RUNS.c.early_stop_enabled,
+           # the producer could not price all of it: the cost is a lower bound
+           _CostIncomplete(RUNS.c.meta).label("cost_floor")]
 
 
 def _condition(group: Group) -> Any:

@@ -401,6 +401,28 @@ def test_compare_shows_the_agents_cost_beside_the_bill(ingest, client, tmp_path)
     assert {"a $0.0500", "b $0.1000", "a $0.1000", "b $0.1500"} <= bars
 
 
+def test_compare_says_how_many_pairs_hold_a_cost_that_is_a_lower_bound(ingest, client, tmp_path):
+    # REPORT_SCHEMA: consumers should treat any cost as a lower bound when cost_complete is
+    # false; a total over such a pair is one too. Task t1's smoke run priced one turn of two.
+    root = tmp_path / "2026-03-04_03-03-03"
+    unpriced = dict(turns_of(1), token_usage={**PRICED, "total_cost_usd": None})
+    write(root, task("t1", "smoke", iterations=[turns_of(1), unpriced]))
+    for variant, name in (("e2e", "t1"), ("smoke", "t2"), ("e2e", "t2")):
+        write(root, task(name, variant))
+    assert ingest(root).errors == []
+    params = {"experiment": root.name, "a": "smoke", "b": "e2e"}
+    s = client.get("/api/compare", params=params).json()["summary"]
+    assert (s["cost_usd"]["pairs"], s["cost_usd"]["lower_bound"], s["agent_cost_usd"]["lower_bound"]) == (2, 1, 1)
+    assert s["tokens"]["lower_bound"] == 0
+    notes = [text(p) for p in page(client.get("/compare", params=params).text).select(".cost-floor-note")]
+    assert notes == ["cost: 1 pair(s) with a cost that is a lower bound (some spend could not be priced): the totals "
+                     "are lower bounds too.",
+                     "agent cost: 1 pair(s) with a cost that is a lower bound (some spend could not be priced): the "
+                     "totals are lower bounds too."]
+    md = client.get("/api/compare", params={**params, "format": "md"}).text
+    assert "| cost (1 pair with a cost that is a lower bound) |" in md
+
+
 # -- criteria: gating, weights, results and the configuration -----------------------------------
 
 def test_a_result_written_before_gating_existed_is_informational_when_its_weight_is_zero(ingest, client, tmp_path):

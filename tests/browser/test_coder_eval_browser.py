@@ -143,3 +143,32 @@ def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, pa
     assert row.locator(".pass-rate b").inner_text() == "0%"
     assert row.locator(".not-measured").count() == 0
     assert page.errors == []
+
+
+def test_compare_in_chromium_shows_the_agents_cost_and_says_a_total_is_a_lower_bound(live_server, page, ingest,
+                                                                                       tmp_path):
+    # Agent 0.05 against 0.10 with a 0.05 judge on each side; the smoke side of t2 priced one
+    # turn of two (cost_complete false), so both cost totals are lower bounds.
+    from tests.app.test_coder_eval_schema import PRICED, task, turns_of, write
+
+    root = tmp_path / "2026-03-05_03-03-03"
+    judge = {"criterion_type": "llm_judge", "description": "reads well", "score": 1.0,
+             "token_usage": {**PRICED, "total_cost_usd": 0.05}}
+    for variant, agent in (("smoke", 0.05), ("e2e", 0.10)):
+        usage = {**PRICED, "total_cost_usd": agent}
+        write(root, task("t1", variant, success_criteria_results=[judge], total_token_usage=usage,
+                         iterations=[dict(turns_of(1), token_usage=usage)]))
+    write(root, task("t2", "smoke", iterations=[turns_of(1), dict(turns_of(1), token_usage={**PRICED,
+                                                                                        "total_cost_usd": None})]))
+    write(root, task("t2", "e2e"))
+    assert ingest(root).errors == []
+    page.goto(f"{live_server.url}/compare?experiment={quote(root.name)}&a=smoke&b=e2e")
+    labels = page.locator("svg.bars .bar-label").all_text_contents()
+    assert labels[3:5] == ["cost", "agent cost"]
+    values = page.locator("svg.bars .bar-value").all_text_contents()
+    # bill: 0.10 + 0.01 against 0.15 + 0.01; agent: 0.05 + 0.01 against 0.10 + 0.01
+    assert values[6:10] == ["smoke $0.1100", "e2e $0.1600", "smoke $0.0600", "e2e $0.1100"]
+    notes = page.locator(".cost-floor-note").all_inner_texts()
+    assert [n.split(":")[0] for n in notes] == ["cost", "agent cost"]
+    assert all("1 pair(s) with a cost that is a lower bound" in n for n in notes)
+    assert page.errors == []
