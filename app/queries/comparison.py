@@ -48,12 +48,17 @@ def _cost_incomplete_default(element: _CostIncomplete, compiler: Any, **kw: Any)
     return f"(CAST({compiler.process(element.meta, **kw)} AS jsonb) -> 'cost_complete' = 'false'::jsonb)"
 
 
+def cost_floor() -> Any:
+    """The column `cost_floor`: true (1 on SQLite) when the run's cost is a lower bound."""
+    return _CostIncomplete(RUNS.c.meta).label("cost_floor")
+
+
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
            RUNS.c.verdict, RUNS.c.state, RUNS.c.stop_reason, RUNS.c.early_stopped, RUNS.c.steps,
            RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.agent_cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
            RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status, RUNS.c.tags, RUNS.c.early_stop_enabled,
            # the producer could not price all of it: the cost is a lower bound
-           _CostIncomplete(RUNS.c.meta).label("cost_floor")]
+           cost_floor()]
 
 
 def _condition(group: Group) -> Any:

@@ -43,9 +43,12 @@ def _overview(session: Session) -> dict[str, Any]:
                _count(and_(RUNS.c.verdict.in_(("pass", "fail", "error")), run_list.MEASURED)))
         .group_by(RUNS.c.experiment, RUNS.c.variant)).all()
     costs: dict[tuple, list[float]] = {}
-    for e, v, c in session.execute(select(RUNS.c.experiment, RUNS.c.variant, RUNS.c.cost_usd)
-                                   .where(RUNS.c.cost_usd.is_not(None))):
+    floors: dict[tuple, int] = {}
+    for e, v, c, floor in session.execute(select(RUNS.c.experiment, RUNS.c.variant, RUNS.c.cost_usd,
+                                                 comparison.cost_floor()).where(RUNS.c.cost_usd.is_not(None))):
         costs.setdefault((e, v), []).append(float(c))
+        if floor:
+            floors[(e, v)] = floors.get((e, v), 0) + 1
     by_task: dict[tuple, list[tuple[int, int]]] = {}
     decided_runs = _count(RUNS.c.verdict.in_(("pass", "fail", "error")))
     for e, v, d, p in session.execute(select(RUNS.c.experiment, RUNS.c.variant, decided_runs,
@@ -63,6 +66,8 @@ def _overview(session: Session) -> dict[str, Any]:
                   "errored": int(errored or 0), "not_graded": int(not_graded or 0), "no_verdict": int(pending or 0),
                   "running": int(running or 0), "early_stopped": int(early or 0), "latest": latest}
         figures = overview.variant_figures(counts, costs.get((e, v), []))
+        # costs that are lower bounds (coder_eval's cost_complete false): so is a median over them
+        figures["cost_lower_bounds"] = floors.get((e, v), 0)
         figures.update(overview.task_figures(by_task.get((e, v), []), measured=figures["pass_rate"] is not None))
         figures["failing"] = len(failing.get((e, v), []))
         figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)

@@ -421,6 +421,12 @@ def test_compare_says_how_many_pairs_hold_a_cost_that_is_a_lower_bound(ingest, c
                      "totals are lower bounds too."]
     md = client.get("/api/compare", params={**params, "format": "md"}).text
     assert "| cost (1 pair with a cost that is a lower bound) |" in md
+    # the overview's median cost of the smoke variant is over one lower bound too
+    [exp] = client.get("/api/experiments").json()["experiments"]
+    assert {v["variant"]: v["cost_lower_bounds"] for v in exp["variants"]} == {"smoke": 1, "e2e": 0}
+    home = page(client.get("/").text)
+    assert [text(n) for n in home.select("tr.variant-row[data-variant='smoke'] .cost-floor-note")] == ["1 lower bound"]
+    assert home.select("tr.variant-row[data-variant='e2e'] .cost-floor-note") == []
 
 
 # -- criteria: gating, weights, results and the configuration -----------------------------------

@@ -171,4 +171,8 @@ def test_compare_in_chromium_shows_the_agents_cost_and_says_a_total_is_a_lower_b
     notes = page.locator(".cost-floor-note").all_inner_texts()
     assert [n.split(":")[0] for n in notes] == ["cost", "agent cost"]
     assert all("1 pair(s) with a cost that is a lower bound" in n for n in notes)
+    # the overview's median cost says it is over a lower bound, on the smoke row only
+    page.goto(live_server.url + "/")
+    assert page.locator("tr.variant-row[data-variant='smoke'] .cost-floor-note").inner_text() == "1 lower bound"
+    assert page.locator("tr.variant-row[data-variant='e2e'] .cost-floor-note").count() == 0
     assert page.errors == []
