@@ -212,10 +212,9 @@ def _forget_sources(conn: Connection, keys: list[str]) -> int:
     return gone
 
 
-def execute(conn: Connection, plan: dict[str, Any], *, upload_id: Optional[int] = None) -> dict[str, Any]:
-    """Carry out a plan in `conn`'s transaction: the runs' rows (children first), the runs,
-    the forgotten sources and, for an upload, its record. Returns what was removed."""
-    pks: list[int] = plan["_pks"]
+def delete_runs(conn: Connection, pks: list[int]) -> dict[str, int]:
+    """Delete these runs and every row that hangs off them, in `conn`'s transaction; rows
+    removed by table."""
     removed = {"runs": 0}
     if conn.dialect.name == "postgresql":
         # Before their rows: an ingest writing to one of these runs holds it FOR KEY SHARE
@@ -230,6 +229,13 @@ def execute(conn: Connection, plan: dict[str, Any], *, upload_id: Optional[int] 
         removed[str(table.name)] = n
     for chunk in _chunks(pks):
         removed["runs"] += conn.execute(delete(RUNS).where(RUNS.c.id.in_(chunk))).rowcount or 0
+    return removed
+
+
+def execute(conn: Connection, plan: dict[str, Any], *, upload_id: Optional[int] = None) -> dict[str, Any]:
+    """Carry out a plan in `conn`'s transaction: the runs' rows (children first), the runs,
+    the forgotten sources and, for an upload, its record. Returns what was removed."""
+    removed = delete_runs(conn, plan["_pks"])
     removed["ingest_sources"] = _forget_sources(conn, plan["sources_forgotten"])
     if upload_id is not None:
         removed["uploads"] = conn.execute(delete(UPLOADS).where(UPLOADS.c.id == upload_id)).rowcount or 0

@@ -34,8 +34,12 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Optional
 
 from .coder_eval_fields import conform_row, conform_task
-from .sources import Source, join_label, key_for, read_json_document
+from .sources import Source, join_label, key_for, parse_json_document, read_document_bytes, read_json_document
 
+#: The version of this reading of coder_eval's files (Source.reading). Raise it with every
+#: change to the records a file makes: a database ingested before reads each one again, and
+#: what an earlier reading made of a run (its steps, its id) is replaced, never left beside.
+READING = "coder_eval-2"
 MAX_TASK_JSON = 512 * 1024 * 1024
 TASK_FILE = "task.json"
 #: Files only a coder_eval results tree holds (besides task.json).
@@ -919,26 +923,14 @@ class _Context:
 
     def __init__(self) -> None:
         self._cache: dict[Optional[str], dict[str, Any]] = {}
-        self._stamps: dict[Optional[str], bytes] = {}
 
     def stamp(self, root: Optional[str]) -> bytes:
         """The digest of what results folder `root` says of its runs (its run.json and
-        experiment.json, as read now): a task.json read before they were written (a run
-        watched live) is read again once they are, or when they change."""
-        if root not in self._stamps:
-            h = hashlib.sha256()
-            for name in ("run.json", "experiment.json"):
-                h.update(name.encode() + b"\0")
-                if root is not None and _has(root, name):
-                    try:
-                        with open(os.path.join(root, name), "rb") as fh:
-                            while block := fh.read(1 << 20):
-                                h.update(block)
-                    except OSError:
-                        h.update(b"\0unreadable")
-                h.update(b"\0")
-            self._stamps[root] = h.digest()
-        return self._stamps[root]
+        experiment.json): a task.json read before they were written (a run watched live) is
+        read again once they are, or when they change. It is the digest of the very bytes
+        the context was read from, so a file written between the two reads cannot have its
+        change taken as already read."""
+        return self.of(root)["stamp"]
 
     def of(self, root: Optional[str], *, named: Optional[str] = None) -> dict[str, Any]:
         """The context of results folder `root` (None: no summary found; then `named`, the
@@ -946,17 +938,21 @@ class _Context:
         if root is None and named is not None:
             key: Optional[str] = "named:" + named
             if key not in self._cache:
-                self._cache[key] = {"rows": {}, "results_run_id": named}
+                self._cache[key] = {"rows": {}, "results_run_id": named, "stamp": b""}
             return self._cache[key]
         if root in self._cache:
             return self._cache[root]
-        ctx: dict[str, Any] = {"rows": {}}
+        ctx: dict[str, Any] = {"rows": {}, "stamp": b""}
         if root is not None:
-            run, _ = read_json_document(os.path.join(root, "run.json"), 64 * 1024 * 1024) \
-                if _has(root, "run.json") else (None, None)
-            exp, _ = read_json_document(os.path.join(root, "experiment.json"), 64 * 1024 * 1024) \
-                if _has(root, "experiment.json") else (None, None)
-            run, exp = _dict(run), _dict(exp)
+            h = hashlib.sha256()
+            docs: dict[str, Any] = {}
+            for name in ("run.json", "experiment.json"):
+                data, err = read_document_bytes(os.path.join(root, name), 64 * 1024 * 1024) \
+                    if _has(root, name) else (None, None)
+                h.update(name.encode() + b"\0" + (data if data is not None else (err or "").encode()) + b"\0")
+                docs[name] = _dict(parse_json_document(data)[0]) if data is not None else {}
+            ctx["stamp"] = h.digest()
+            run, exp = docs["run.json"], docs["experiment.json"]
             ctx["results_run_id"] = _str(run.get("run_id")) or os.path.basename(root)
             ctx["root"] = root
             ctx["experiment_id"] = _str(exp.get("experiment_id"))
@@ -1051,7 +1047,7 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
     except OSError:
         size = 0
     src = Source(key=key_for(path, label, key_prefix), label=label, path=path, kind="document",
-                 source_format="coder_eval", produce=produce, size=size,
+                 source_format="coder_eval", produce=produce, size=size, reading=READING,
                  context=lambda: contexts.stamp(_results_root(os.path.dirname(path), bound)))
     return src
 
@@ -1107,7 +1103,7 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
                      + f" (row {task_id} #{replicate}, no task.json)",
                      path=run_json, kind="document", source_format="coder_eval",
                      origin=key_for(expected, src_label, key_prefix), origin_label=src_label,
-                     context=stamp)  # experiment.json too: the run's experiment is named there
+                     context=stamp, reading=READING)  # experiment.json too: the run's experiment is named there
 
         def produce(row=row, run_id=run_id, experiment=experiment, src=src,
                     notes=ctx.get("row_notes", {}).get((variant, task_id, replicate), [])

@@ -161,10 +161,48 @@ def _now() -> datetime:
 
 
 def _reload_for(src: Source) -> Optional[overwrite.Reload]:
-    """A reload for a new version of an uploaded source that is its own origin (never for
-    files on disk, which may be rotated, nor for one file of a QitOS folder)."""
-    own = (src.origin or src.key) == src.key
-    return overwrite.Reload() if own and src.key.startswith(UPLOAD_KEY_PREFIX) else None
+    """A reload for a new version of a source that is its own origin: an upload, or a whole
+    document (never for files of lines on disk, which may be rotated, nor for one file of a
+    QitOS folder, nor for a run.json row standing in for its missing task.json).
+
+    Only a document on disk deletes the runs its new version no longer makes: its key is
+    its real path, so it is the same file; an upload's is its name, and two nights' results
+    uploaded under the same names would otherwise delete each other's runs."""
+    if (src.origin or src.key) != src.key:
+        return None
+    upload = src.key.startswith(UPLOAD_KEY_PREFIX)
+    if src.kind == "document":
+        return overwrite.Reload(whole=not upload, reason=src.changed)
+    return overwrite.Reload() if upload else None
+
+
+#: How a whole document's saved digest begins: its own bytes, what it depends on
+#: (Source.context) and its reading (Source.reading), hashed apart so a new pass can say
+#: which of them changed; a digest without it was saved by an earlier version of the board.
+_DOC_DIGEST = "d1"
+
+
+def _document_digest(src: Source) -> str:
+    """The saved digest of a whole document: 22 + 20 + 20 hex digits after `_DOC_DIGEST`
+    (the column holds 64), one part per thing that makes its records."""
+    with open(src.path, "rb") as fh:
+        own = hashlib.sha256(fh.read(64 * 1024 * 1024)).hexdigest()
+    context = hashlib.sha256(src.context() if src.context is not None else b"").hexdigest()
+    reading = hashlib.sha256(src.reading.encode()).hexdigest()
+    return _DOC_DIGEST + own[:22] + context[:20] + reading[:20]
+
+
+def _document_change(saved: str, digest: str) -> Optional[str]:
+    """Why a pass reads a document it read before: None for a new version of it, else the
+    reason the same bytes are read again (what they depend on, or their reading, changed)."""
+    if not saved.startswith(_DOC_DIGEST) or len(saved) != len(digest):
+        # an earlier board's digest, of everything at once: the reading changed at least
+        return "this version of qita board reads it anew"
+    if saved[2:24] != digest[2:24]:
+        return None
+    if saved[24:44] != digest[24:44]:
+        return "the run.json or experiment.json of its results folder changed"
+    return "this version of qita board reads it anew"
 
 
 class Ingestor:
@@ -359,7 +397,7 @@ class Ingestor:
             # A reload emptied its runs already: there is nothing of theirs to compare.
             rewrite = src.rewrite and src.reload is None
             screened, known, replacing = overwrite.screen(conn, batch, origin=origin, label=origin_label,
-                                                          rewrite=rewrite)
+                                                          rewrite=rewrite, reason=src.changed)
             for rid, pk in known.items():
                 self.applier.remember_run(rid, pk)
         if screened:
@@ -404,7 +442,7 @@ class Ingestor:
         """The end of a pass over a new version of an upload: a warning for each run whose
         content it changed (app.ingest.overwrite.Reload)."""
         label = src.origin_label or src.label
-        said = src.reload.finish(conn, label=label)
+        said = src.reload.finish(conn, label=label, origin=src.origin or src.key)
         src.reload = None
         for where, _line, message, rid in said:
             done.warnings.append(IngestIssue(where, None, message))
@@ -413,14 +451,11 @@ class Ingestor:
     def _ingest_document(self, src: Source, report: IngestReport, *, closed: bool) -> None:
         st = os.stat(src.path)
         prev = self._source_row(src.key)
-        with open(src.path, "rb") as fh:
-            hasher = hashlib.sha256(fh.read(64 * 1024 * 1024))
-        if src.context is not None:
-            hasher.update(src.context())
-        digest = hasher.hexdigest()
+        digest = _document_digest(src)
         if prev is not None and prev["content_hash"] == digest:
             return
         src.rewrite = prev is not None and bool(prev["content_hash"])
+        src.changed = _document_change(prev["content_hash"], digest) if src.rewrite else None
         src.reload = _reload_for(src) if src.rewrite else None
         assert src.produce is not None  # a document source always has its producer
         src.notes.clear()
@@ -476,7 +511,7 @@ class Ingestor:
             return  # unchanged since the last pass
         if st.st_size == 0 and final and prev is None:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
-        src.rewrite, src.reload = False, None  # per pass (a watched source is read again and again)
+        src.rewrite, src.reload, src.changed = False, None, None  # per pass (a watched source is read again and again)
         saved = dict(prev) if prev is not None else None
         encode = self.applier.encode()
         if reader.use_process(src, saved, st.st_size, self.settings):

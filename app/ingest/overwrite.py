@@ -22,9 +22,10 @@ of it, and what it changes replaces what is stored — `run_start` included, so 
 never the old version's start with the new version's steps — with a warning naming the
 run and what was replaced. So the verdict never mixes two uploads silently: anything a
 second source or a second version did to a run is on the run page and in the ingest
-report. A new version of an *upload* goes further (`Reload`): each run it began is
-emptied and filled again from the new version alone, so a shorter version leaves no old
-tail. To load a run again from another source, delete it first.
+report. A new version of an *upload* or of a whole document (a coder_eval task.json)
+goes further (`Reload`): each run it began is emptied and filled again from the new
+version alone, so a shorter version leaves no old tail. To load a run again from another
+source, delete it first.
 """
 
 from __future__ import annotations
@@ -85,11 +86,12 @@ def _summary(things: list[str]) -> str:
 
 
 def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewrite: bool = False,
-           ) -> tuple[list[Warning_], dict[str, int], frozenset[str]]:
+           reason: Optional[str] = None) -> tuple[list[Warning_], dict[str, int], frozenset[str]]:
     """Drop from `batch` what the rule refuses; returns (warnings as (file, line, message,
     run id), {run id: pk} of the runs screened, runs whose records a new version of their
     source replaces). `rewrite`: the batch is from a new version of its source (its bytes
-    changed since the last read)."""
+    changed since the last read); `reason`: why a document whose bytes did not change is
+    read again, as the warnings say it (app.ingest.ingestor._document_change)."""
     run_ids = list(batch.runs)
     owners: dict[str, tuple[int, Optional[str], Optional[str]]] = {}
     for i in range(0, len(run_ids), 500):
@@ -178,9 +180,13 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
     warnings: list[Warning_] = []
     where_ = batch.label
     for rid in sorted(replaced):
-        warnings.append((where_, first_line[rid], f"run {rid!r}: {len(replaced[rid])} record(s) of the new version of "
-                                                  f"{label} replaced what its earlier version stored "
-                                                  f"({_summary(replaced[rid])})", rid))
+        if reason is None:
+            said = (f"run {rid!r}: {len(replaced[rid])} record(s) of the new version of {label} replaced what its "
+                    f"earlier version stored ({_summary(replaced[rid])})")
+        else:
+            said = (f"run {rid!r}: {len(replaced[rid])} record(s) of {label}, read again ({reason}), replaced what "
+                    f"was stored before ({_summary(replaced[rid])})")
+        warnings.append((where_, first_line[rid], said, rid))
     for rid in sorted(set(refused) | set(added)):
         began = foreign[rid][2] or "another source"
         line = first_line[rid]
@@ -264,17 +270,27 @@ def _state(f: dict[str, Any]) -> str:
 
 @dataclass
 class Reload:
-    """A pass over a new version of an uploaded source (its bytes changed, not only grew):
-    each run it began is emptied when the pass first meets it and filled again from the
-    new version alone, so nothing of an earlier version (steps, events, criteria, its
-    start or end) is left mixed in. At the end of the pass each run whose content changed
-    gets one warning saying what did (`finish`).
+    """A pass over a new version of an uploaded source or of a whole document (its bytes
+    changed, not only grew; a document's also when what it is read with changed): each run
+    it began is emptied when the pass first meets it and filled again from the new version
+    alone, so nothing of an earlier version (steps, events, criteria, its start or end) is
+    left mixed in. At the end of the pass each run whose content changed gets one warning
+    saying what did (`finish`).
 
-    Uploads only: a file on disk may be rotated (`trace.jsonl` → `trace.1.jsonl`, a new
-    `trace.jsonl`), and emptying its runs would lose what the rotated file holds. The
-    offsets of such a pass are saved only at its end (app.ingest), so a pass that stops
-    half way is a reload again the next time, never a file that merely grew."""
+    Uploads and whole documents only: a file of lines on disk may be rotated
+    (`trace.jsonl` → `trace.1.jsonl`, a new `trace.jsonl`), and emptying its runs would lose
+    what the rotated file holds. The offsets of such a pass are saved only at its end
+    (app.ingest), so a pass that stops half way is a reload again the next time, never a
+    file that merely grew.
 
+    `whole`: the source is one document, read whole in one pass, so a run it began that
+    the new version no longer makes (its id changed with the reading, or the document now
+    names another task) is deleted at the end of a pass that made at least one run.
+    `reason`: why a document whose bytes did not change is read again (None: a new
+    version), as the warnings say it."""
+
+    whole: bool = False
+    reason: Optional[str] = None
     before: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
     met: set[str] = field(default_factory=set)
 
@@ -288,8 +304,10 @@ class Reload:
                 self.before[rid] = (pk, fingerprint(conn, pk))
                 wipe(conn, pk)
 
-    def finish(self, conn: Connection, *, label: str) -> list[Warning_]:
-        """One warning per run whose content the new version changed (after it was recomputed)."""
+    def finish(self, conn: Connection, *, label: str, origin: str) -> list[Warning_]:
+        """One warning per run whose content the new version changed (after it was
+        recomputed), and for a whole document, per run it no longer makes (deleted)."""
+        source = f"the new version of {label}" if self.reason is None else f"{label}, read again ({self.reason})"
         warnings: list[Warning_] = []
         for rid, (pk, was) in sorted(self.before.items()):
             now = fingerprint(conn, pk)
@@ -297,6 +315,25 @@ class Reload:
                        if was[part] != now[part]]
             if not changed:
                 continue
-            warnings.append((label, 0, f"run {rid!r} was loaded again from the new version of {label}: it had "
+            warnings.append((label, 0, f"run {rid!r} was loaded again from {source}: it had "
                                        f"{_state(was)}, it has {_state(now)} (changed: {', '.join(changed)})", rid))
+        if self.whole and self.met:
+            # A version that made no run (a file caught half written, refused) deletes nothing.
+            gone = [(pk, rid) for pk, rid in conn.execute(select(RUNS.c.id, RUNS.c.run_id)
+                                                           .where(RUNS.c.origin == origin)).all()
+                    if rid not in self.met]
+            if gone:
+                from ..removal import delete_runs  # removal builds on the compare module, not on ingest
+
+                delete_runs(conn, [pk for pk, _rid in gone])
+                now_runs = sorted(self.met)
+                shown = ", ".join(repr(r) for r in now_runs[:LISTED]) + (", …" if len(now_runs) > LISTED else "")
+                makes = f"run {shown}" if len(now_runs) == 1 else f"{len(now_runs)} runs ({shown})"
+                for _pk, rid in sorted(gone, key=lambda g: g[1]):
+                    said = (f"run {rid!r} was deleted: it came from {label}, whose new version makes {makes} instead"
+                            if self.reason is None else
+                            f"run {rid!r} was deleted: it came from {label}, which now makes {makes} instead "
+                            f"({self.reason})")
+                    # listed with the pass and kept on the run that took its place
+                    warnings.append((label, 0, said, now_runs[0]))
         return warnings

@@ -71,6 +71,9 @@ class Source:
     rewrite: bool = False
     #: during such a pass over an upload, its reload (app.ingest.overwrite.Reload)
     reload: Optional[Any] = None
+    #: during such a pass over a whole document whose bytes did not change: why it is read
+    #: again (what it depends on, `context`, or its `reading` changed), as warnings say it
+    changed: Optional[str] = None
     #: for whole-document sources: (run id, message) pairs `produce` found while reading a
     #: run it kept (a field of the wrong type, read as absent): each is listed in the
     #: report and shown on the run's page, and the rest of the run is read
@@ -79,6 +82,9 @@ class Source:
     #: depends on (a coder_eval task.json's run.json and experiment.json), so a pass reads
     #: it again when they change even if its own bytes did not
     context: Optional[Callable[[], bytes]] = None
+    #: for whole-document sources: the version of the reading that makes its records; a
+    #: new one (a reading rule fixed) reads every such document again, as a new version
+    reading: str = ""
 
     def __post_init__(self) -> None:
         # What is stored and shown, never what is opened (`path`).
@@ -123,16 +129,26 @@ def is_trace_file(name: str) -> bool:
     return low.endswith(TRACE_SUFFIXES)
 
 
-def read_json_document(path: str, limit: int = MAX_MANIFEST_BYTES) -> tuple[Optional[Any], Optional[str]]:
-    """Read a small JSON document with a size cap; (value, error)."""
+def read_document_bytes(path: str, limit: int = MAX_MANIFEST_BYTES) -> tuple[Optional[bytes], Optional[str]]:
+    """The bytes of a small document with a size cap; (bytes, error)."""
     try:
         size = os.path.getsize(path)
         if size > limit:
             return None, f"file larger than {limit} bytes"
         with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+            return fh.read(limit + 1), None
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or type(exc).__name__}"
+
+
+def read_json_document(path: str, limit: int = MAX_MANIFEST_BYTES) -> tuple[Optional[Any], Optional[str]]:
+    """Read a small JSON document with a size cap; (value, error)."""
+    data, err = read_document_bytes(path, limit)
+    return (None, err) if data is None else parse_json_document(data)
+
+
+def parse_json_document(data: bytes) -> tuple[Optional[Any], Optional[str]]:
+    """A JSON document's value from its bytes (a byte-order mark allowed); (value, error)."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:

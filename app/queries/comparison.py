@@ -39,8 +39,10 @@ class _CostIncomplete(ColumnElement[bool]):
 
 @compiles(_CostIncomplete, "sqlite")
 def _cost_incomplete_sqlite(element: _CostIncomplete, compiler: Any, **kw: Any) -> str:
-    # json_type says 'false' for a JSON false only (NULL for a missing key or no meta)
-    return f"(json_type({compiler.process(element.meta, **kw)}, '$.cost_complete') = 'false')"
+    # json_type says 'false' for a JSON false only (NULL for a missing key or no meta); it
+    # raises on text that is not JSON, which the board never writes but another tool might
+    meta = compiler.process(element.meta, **kw)
+    return f"(CASE WHEN json_valid({meta}) THEN json_type({meta}, '$.cost_complete') END = 'false')"
 
 
 @compiles(_CostIncomplete)

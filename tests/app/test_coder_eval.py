@@ -725,6 +725,130 @@ def test_task_jsons_read_before_run_json_was_written_are_read_again_once_it_is(i
     assert {r["experiment"] for r in client.get("/api/runs").json()["data"]} == {"nightly-2"}
 
 
+def _warnings(client, run_id: str) -> list[str]:
+    return list(_api_run(client, run_id)["run"]["warnings"] or [])
+
+
+def _one_task(root: Path, variant: str = "smoke", task_id: str = "t1", **kw: Any) -> dict[str, Any]:
+    doc = task_json(task_id, variant, status=kw.pop("status", "SUCCESS"), turns=kw.pop("turns", [("a", ["ls"])]),
+                    usage={"uncached_input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
+                           "cache_creation_input_tokens": 0, "total_cost_usd": 0.01})
+    folder = root / variant / task_id / "00"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "task.json").write_bytes(orjson.dumps(doc))
+    return doc
+
+
+def test_a_task_json_read_again_for_its_run_json_says_why_and_not_new_version(ingest, client, tmp_path):
+    # The task.json never changed: what changed is the experiment run.json names, and the
+    # warning on the run says so (a "new version" of a file that did not change misleads).
+    root = tmp_path / "night"
+    _one_task(root)
+    assert ingest(root).warnings == []
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "exp-1"}))
+    again = ingest(root)
+    label = str(root / "smoke" / "t1" / "00" / "task.json")
+    expected = (f"run 'night/smoke/t1/00' was loaded again from {label}, read again (the run.json or "
+                "experiment.json of its results folder changed): it had 1 step, pass, it has 1 step, pass "
+                "(changed: run_start)")
+    assert [w.message for w in again.warnings] == [expected]
+    assert _warnings(client, "night/smoke/t1/00") == [expected]
+    assert _api_run(client, "night/smoke/t1/00")["run"]["experiment"] == "exp-1"
+
+
+def test_runs_named_anew_by_run_json_take_the_place_of_the_earlier_ones(ingest, client, tmp_path):
+    # Watched live, a results folder is named by its folder until run.json gives its run_id;
+    # the runs then have other ids, and the earlier ones, made by the same files, go.
+    root = tmp_path / "2026-12-05_08-00-00"
+    for variant in ("smoke", "e2e"):
+        _one_task(root, variant)
+    assert ingest(root).errors == []
+    old = sorted(r["run_id"] for r in client.get("/api/runs").json()["data"])
+    assert old == [f"{root.name}/e2e/t1/00", f"{root.name}/smoke/t1/00"]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": "night-7", "task_results": []}))
+    again = ingest(root)
+    assert again.errors == []
+    assert sorted(r["run_id"] for r in client.get("/api/runs").json()["data"]) == ["night-7/e2e/t1/00",
+                                                                                    "night-7/smoke/t1/00"]
+    label = str(root / "smoke" / "t1" / "00" / "task.json")
+    said = (f"run '{root.name}/smoke/t1/00' was deleted: it came from {label}, which now makes run "
+            "'night-7/smoke/t1/00' instead (the run.json or experiment.json of its results folder changed)")
+    assert said in [w.message for w in again.warnings]
+    assert said in _warnings(client, "night-7/smoke/t1/00")
+    assert client.get("/api/runs/" + quote(f"{root.name}/smoke/t1/00", safe="")).status_code == 404
+    assert ingest(root).records == 0
+
+
+def test_a_new_reading_replaces_what_an_earlier_reading_made(ingest, client, tmp_path, monkeypatch):
+    # A database ingested by an earlier board holds what its reading made: here one step
+    # too many (as before eb0b6b6 counted a turn-less attempt). A new reading reads every
+    # task.json again and leaves nothing of the earlier one: no stale step, no stale note.
+    from qita_board.ingest import coder_eval
+
+    real_records = coder_eval.task_records
+
+    def earlier(doc, **kw):
+        records = real_records(doc, **kw)
+        steps = [r for r in records if r.get("type") == "step"]
+        extra = {**steps[-1], "step": steps[-1]["step"] + 1}
+        return [*records, extra]
+
+    root = tmp_path / "night"
+    doc = _one_task(root, turns=[("a", ["ls"]), ("b", ["pwd"])])
+    monkeypatch.setattr(coder_eval, "task_records", earlier)
+    ingest(root)
+    assert _api_run(client, "night/smoke/t1/00")["run"]["steps"] == 3
+    monkeypatch.setattr(coder_eval, "task_records", real_records)
+    assert ingest(root).records == 0  # the same reading: nothing is read again
+    monkeypatch.setattr(coder_eval, "READING", coder_eval.READING + "-next")
+    again = ingest(root)
+    run = _api_run(client, "night/smoke/t1/00")["run"]
+    assert run["steps"] == doc["total_assistant_turns"] == 2
+    steps = client.get("/api/runs/" + quote("night/smoke/t1/00", safe="") + "/steps").json()["data"]
+    assert [s["step"] for s in steps] == [1, 2]
+    label = str(root / "smoke" / "t1" / "00" / "task.json")
+    assert [w.message for w in again.warnings] == [
+        f"run 'night/smoke/t1/00' was loaded again from {label}, read again (this version of qita board reads it "
+        "anew): it had 3 steps, pass, it has 2 steps, pass (changed: steps)"]
+
+
+def test_a_run_json_written_after_discovery_is_read_by_the_next_pass(engine, settings, client, tmp_path):
+    # A pass finds the files, then coder_eval writes experiment.json before the pass reads
+    # the task.json: what the pass saved must not claim that experiment.json as read.
+    from qita_board.ingest import Ingestor
+    from qita_board.ingest.sources import discover
+
+    root = tmp_path / "night"
+    _one_task(root)
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": "night", "task_results": []}))
+    found = discover([str(root)], settings=settings)
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "exp-late"}))
+    Ingestor(engine, settings).ingest_discovery(found)
+    Ingestor(engine, settings).ingest_paths([str(root)])
+    assert _api_run(client, "night/smoke/t1/00")["run"]["experiment"] == "exp-late"
+
+
+def test_two_uploads_of_results_under_the_same_names_keep_both_nights(client, tmp_path):
+    # An upload is known by its names: a second night's results uploaded as the same zip
+    # name are a new version of that upload, but the first night's runs (other ids) stay.
+    def night(run_id: str) -> bytes:
+        root = tmp_path / run_id
+        _one_task(root)
+        (root / "run.json").write_bytes(orjson.dumps({"run_id": run_id, "task_results": []}))
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            for f in sorted(root.rglob("*.json")):
+                zf.write(f, f.relative_to(root).as_posix())
+        return buf.getvalue()
+
+    for run_id in ("night-1", "night-2"):
+        r = client.post("/api/traces", params={"wait": "true"},
+                        files=[("files", ("results.zip", night(run_id), "application/zip"))])
+        assert r.status_code == 200 and r.json()["errors"] == []
+    assert sorted(r["run_id"] for r in client.get("/api/runs").json()["data"]) == ["night-1/smoke/t1/00",
+                                                                                    "night-2/smoke/t1/00"]
+
+
 def weighted_gate_results(root: Path) -> Path:
     """root/wg: one smoke task coder_eval passed through a weighted armed gate at 0.5 with
     one of its two armed criteria (weight 1 each) failed (for other modules' tests)."""

@@ -729,3 +729,21 @@ def test_a_zip_of_a_results_folder_without_run_json_or_of_one_variant_is_read(cl
     assert (run["variant"], run["task_id"], run["verdict"]) == ("smoke", "t2", "pass")
     body = upload("one.zip", zipped({"task.json": task("t3")}))
     assert body["errors"] == [] and len(body["runs_created"]) == 1
+
+
+def test_the_lower_bound_column_reads_a_meta_that_is_not_json_as_unknown(engine):
+    # The board writes meta as JSON; another tool editing the SQLite file may not, and
+    # SQLite's json_type raises on such text: the column says "not known" instead.
+    if engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL's json column refuses text that is not JSON")
+    from sqlalchemy import column, select, table
+
+    from qita_board.queries.comparison import _CostIncomplete
+
+    metas = ['{"cost_complete": false}', '{"cost_complete": true}', '{not json', "", "[1]", '"false"', None]
+    rows = table("m", column("meta"))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TEMP TABLE m (meta TEXT)")
+        conn.exec_driver_sql("INSERT INTO m VALUES " + ",".join("(?)" for _ in metas), tuple(metas))
+        got = [r[0] for r in conn.execute(select(_CostIncomplete(rows.c.meta)).select_from(rows))]
+    assert [bool(g) for g in got] == [True, False, False, False, False, False, False]
