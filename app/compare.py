@@ -48,8 +48,8 @@ MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool call
             ("tokens", "tokens_total", "tokens"), ("cost_usd", "cost_usd", "cost"),
             ("agent_cost_usd", "agent_cost_usd", "agent cost"),
             ("agent_s", "agent_elapsed_s", "agent time"), ("elapsed_s", "elapsed_s", "end to end"))
-#: The measures in money: a side's cost may be a lower bound (`cost_floor`).
-COST_MEASURES = ("cost_usd", "agent_cost_usd")
+#: The measures in money, each with the side's field that says its cost is a lower bound.
+COST_MEASURES = {"cost_usd": "cost_floor", "agent_cost_usd": "agent_cost_floor"}
 GRADED = ("pass", "fail", "error")
 SORTS = ("task", "savings", "disagreement")
 
@@ -143,7 +143,9 @@ def _side(row: dict[str, Any]) -> dict[str, Any]:
         # the agent's slice of the bill (judges and a dialog's simulator left out): what
         # coder_eval compares two harnesses by
         "agent_cost_usd": row.get("agent_cost_usd"),
-        "cost_floor": bool(row.get("cost_floor")),  # app.queries.comparison: 1 or True when it is
+        # app.queries.comparison: 1 or True when it is
+        "cost_floor": bool(row.get("cost_floor")),
+        "agent_cost_floor": bool(row.get("agent_cost_floor")),
         "state": row.get("state"),
         "status": row.get("status"),
         "source_status": row.get("source_status"),
@@ -176,7 +178,8 @@ def _total(pairs: list[dict[str, Any]], name: str) -> dict[str, Any]:
         if x is not None and y is not None:
             va.append(x)
             vb.append(y)
-            if name in COST_MEASURES and (p["a"].get("cost_floor") or p["b"].get("cost_floor")):
+            floor = COST_MEASURES.get(name)
+            if floor and (p["a"].get(floor) or p["b"].get(floor)):
                 floors += 1
     if not va:
         return {"a": None, "b": None, "saved_pct": None, "pairs": 0, "missing": len(pairs), "low": None, "high": None,

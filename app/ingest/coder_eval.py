@@ -39,7 +39,7 @@ from .sources import Source, join_label, key_for, parse_json_document, read_docu
 #: The version of this reading of coder_eval's files (Source.reading). Raise it with every
 #: change to the records a file makes: a database ingested before reads each one again, and
 #: what an earlier reading made of a run (its steps, its id) is replaced, never left beside.
-READING = "coder_eval-2"
+READING = "coder_eval-3"
 MAX_TASK_JSON = 512 * 1024 * 1024
 TASK_FILE = "task.json"
 #: Files only a coder_eval results tree holds (besides task.json).
@@ -623,6 +623,9 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         # The row's flag, absent meaning complete (results.py `row_cost_incomplete`: never
         # inferred where a row exists); without a row, coder_eval's rule on the task.json.
         "cost_complete": row.get("cost_complete") is not False if row else cost_complete(task),
+        # REPORT_SCHEMA.md: with the row's flag false "every cost figure" is a floor, the
+        # agent's slice too; without a row, only what the agent itself spent counts
+        "agent_cost_complete": row.get("cost_complete") is not False if row else cost_complete(task, simulator=False),
         "initial_prompt": resolved.get("initial_prompt"),
         "source_file": _dict(task.get("task_config")).get("source_file"),
     }.items() if v is not None}
@@ -828,16 +831,17 @@ def _bill(task: dict[str, Any], agent_cost: Optional[float]) -> Optional[float]:
     return sum(parts) if parts else None
 
 
-def cost_complete(task: dict[str, Any]) -> bool:
+def cost_complete(task: dict[str, Any], *, simulator: bool = True) -> bool:
     """Whether a task.json's recorded spend is the whole of the bill `_bill` adds from it,
     by coder_eval's row rule (REPORT_SCHEMA.md: "unpriced model, or a hard kill that lost an
     in-flight turn"): a TIMEOUT lost its in-flight turn; a turn that used tokens but has no
-    cost was not priced; a dialog's simulator used tokens that only run.json's row prices."""
+    cost was not priced; a dialog's simulator used tokens that only run.json's row prices
+    (`simulator=False`: the agent's own spend, which the simulator is no part of)."""
     status = task.get("final_status")
     if isinstance(status, str) and status.upper() == "TIMEOUT":
         return False
     sim = _dict(task.get("simulation"))
-    if _int(sim.get("simulator_input_tokens")) or _int(sim.get("simulator_output_tokens")):
+    if simulator and (_int(sim.get("simulator_input_tokens")) or _int(sim.get("simulator_output_tokens"))):
         return False
     for it in _iterations(task):
         usage = tokens(it.get("token_usage"))

@@ -26,15 +26,17 @@ from .cache import data_cached, data_version
 
 
 class _CostIncomplete(ColumnElement[bool]):
-    """Whether a run's `meta.cost_complete` is false (its cost is a lower bound), as SQL
-    either store runs. Written out per dialect: `rows_of` sends SQLite's statement to the
-    driver as compiled, so a JSON path bound as a parameter would reach it unprocessed."""
+    """Whether a run's cost is a lower bound: the first of `keys` its meta holds is false
+    (coder_eval's `cost_complete`), as SQL either store runs. Written out per dialect:
+    `rows_of` sends SQLite's statement to the driver as compiled, so a JSON path bound as a
+    parameter would reach it unprocessed (the keys are this module's own words)."""
 
     inherit_cache = True
     type = Boolean()
 
-    def __init__(self, meta: Any):
+    def __init__(self, meta: Any, keys: tuple[str, ...]):
         self.meta = meta
+        self.keys = keys
 
 
 @compiles(_CostIncomplete, "sqlite")
@@ -42,17 +44,27 @@ def _cost_incomplete_sqlite(element: _CostIncomplete, compiler: Any, **kw: Any) 
     # json_type says 'false' for a JSON false only (NULL for a missing key or no meta); it
     # raises on text that is not JSON, which the board never writes but another tool might
     meta = compiler.process(element.meta, **kw)
-    return f"(CASE WHEN json_valid({meta}) THEN json_type({meta}, '$.cost_complete') END = 'false')"
+    first = ", ".join(f"json_type({meta}, '$.{key}')" for key in element.keys)
+    return f"(CASE WHEN json_valid({meta}) THEN coalesce({first}, NULL) END = 'false')"
 
 
 @compiles(_CostIncomplete)
 def _cost_incomplete_default(element: _CostIncomplete, compiler: Any, **kw: Any) -> str:
-    return f"(CAST({compiler.process(element.meta, **kw)} AS jsonb) -> 'cost_complete' = 'false'::jsonb)"
+    meta = compiler.process(element.meta, **kw)
+    first = ", ".join(f"CAST({meta} AS jsonb) -> '{key}'" for key in element.keys)
+    return f"(coalesce({first}, NULL) = 'false'::jsonb)"
 
 
 def cost_floor() -> Any:
     """The column `cost_floor`: true (1 on SQLite) when the run's cost is a lower bound."""
-    return _CostIncomplete(RUNS.c.meta).label("cost_floor")
+    return _CostIncomplete(RUNS.c.meta, ("cost_complete",)).label("cost_floor")
+
+
+def agent_cost_floor() -> Any:
+    """The column `agent_cost_floor`: true when the agent's own cost is a lower bound. A run
+    read from a task.json without its run.json row knows when only the bill's other parts
+    (a dialog's simulator) went unpriced (`agent_cost_complete`); else it is the run's flag."""
+    return _CostIncomplete(RUNS.c.meta, ("agent_cost_complete", "cost_complete")).label("agent_cost_floor")
 
 
 COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.experiment, RUNS.c.variant,
@@ -60,7 +72,7 @@ COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.ex
            RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.agent_cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
            RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status, RUNS.c.tags, RUNS.c.early_stop_enabled,
            # the producer could not price all of it: the cost is a lower bound
-           cost_floor()]
+           cost_floor(), agent_cost_floor()]
 
 
 def _condition(group: Group) -> Any:

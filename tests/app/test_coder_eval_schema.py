@@ -359,6 +359,28 @@ def test_a_row_without_the_flag_is_complete_and_a_dialog_without_a_row_is_a_floo
         "$0.0100 (lower bound)"
 
 
+def test_a_dialog_without_a_row_marks_the_bill_a_floor_but_not_the_agents_cost(ingest, client, tmp_path):
+    # Only the simulator's spend is unpriced there: the agent's own cost is whole, so a
+    # comparison by agent cost (coder_eval's harness figure) has no lower bound in it.
+    root = tmp_path / "2026-02-03_02-02-03"
+    sim = {"n_trials": 1, "replicate_index": 0, "stop_reason": "criteria_passed", "simulator_input_tokens": 2000,
+           "simulator_output_tokens": 300, "total_turns": 2, "simulator_model": "m"}
+    write(root, task("dialog", "a", simulation=sim))
+    write(root, task("dialog", "b", simulation=None))
+    assert ingest(root).errors == []
+    meta = api_run(client, f"{root.name}/a/dialog/00")["run"]["meta"]
+    assert (meta["cost_complete"], meta["agent_cost_complete"]) == (False, True)
+    s = client.get("/api/compare", params={"experiment": root.name, "a": "a", "b": "b"}).json()["summary"]
+    assert (s["cost_usd"]["lower_bound"], s["agent_cost_usd"]["lower_bound"]) == (1, 0)
+    # with a run.json row saying the cost is incomplete, every cost figure is a floor
+    rows = [{"task_id": "dialog", "replicate_index": 0, "variant_id": v, "status": "SUCCESS", "weighted_score": 1.0,
+             "total_cost_usd": 0.02, "agent_cost_usd": 0.01, "cost_complete": v == "b"} for v in ("a", "b")]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    assert ingest(root).errors == []
+    s = client.get("/api/compare", params={"experiment": root.name, "a": "a", "b": "b"}).json()["summary"]
+    assert (s["cost_usd"]["lower_bound"], s["agent_cost_usd"]["lower_bound"]) == (1, 1)
+
+
 def test_the_cost_budget_gauge_shows_the_agents_spend_never_the_judges(ingest, client, tmp_path):
     # REPORT_SCHEMA: run_limits.max_usd gates on the agent's spend alone (judge and
     # simulator spend is not known mid-run). An unpriced agent is "unpriced", even when a
@@ -745,5 +767,5 @@ def test_the_lower_bound_column_reads_a_meta_that_is_not_json_as_unknown(engine)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TEMP TABLE m (meta TEXT)")
         conn.exec_driver_sql("INSERT INTO m VALUES " + ",".join("(?)" for _ in metas), tuple(metas))
-        got = [r[0] for r in conn.execute(select(_CostIncomplete(rows.c.meta)).select_from(rows))]
+        got = [r[0] for r in conn.execute(select(_CostIncomplete(rows.c.meta, ("cost_complete",))).select_from(rows))]
     assert [bool(g) for g in got] == [True, False, False, False, False, False, False]
