@@ -372,6 +372,8 @@ def test_a_dialog_without_a_row_marks_the_bill_a_floor_but_not_the_agents_cost(i
     assert (meta["cost_complete"], meta["agent_cost_complete"]) == (False, True)
     s = client.get("/api/compare", params={"experiment": root.name, "a": "a", "b": "b"}).json()["summary"]
     assert (s["cost_usd"]["lower_bound"], s["agent_cost_usd"]["lower_bound"]) == (1, 0)
+    pair = page(client.get("/pair", params={"a": f"{root.name}/a/dialog/00", "b": f"{root.name}/b/dialog/00"}).text)
+    assert [text(c) for c in pair.select(".pair-cost")] == ["cost $0.0100 (lower bound)", "cost $0.0100"]
     # with a run.json row saying the cost is incomplete, every cost figure is a floor
     rows = [{"task_id": "dialog", "replicate_index": 0, "variant_id": v, "status": "SUCCESS", "weighted_score": 1.0,
              "total_cost_usd": 0.02, "agent_cost_usd": 0.01, "cost_complete": v == "b"} for v in ("a", "b")]
@@ -379,6 +381,8 @@ def test_a_dialog_without_a_row_marks_the_bill_a_floor_but_not_the_agents_cost(i
     assert ingest(root).errors == []
     s = client.get("/api/compare", params={"experiment": root.name, "a": "a", "b": "b"}).json()["summary"]
     assert (s["cost_usd"]["lower_bound"], s["agent_cost_usd"]["lower_bound"]) == (1, 1)
+    head = page(client.get("/runs/" + quote(f"{root.name}/a/dialog/00", safe="")).text).select_one(".run-cost")
+    assert text(head) == "$0.0200 (lower bound) (agent $0.0100, a lower bound)"
 
 
 def test_the_cost_budget_gauge_shows_the_agents_spend_never_the_judges(ingest, client, tmp_path):

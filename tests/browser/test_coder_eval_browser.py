@@ -119,6 +119,7 @@ def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, pa
     root = tmp_path / "crafted"
     write(root, task("odd", weighted_score="0.5"))
     write(root, task("killed", status="TIMEOUT", score=0.0))
+    write(root, task("killed", variant="w"))  # its twin, for the side-by-side page
     quiet = {"iteration": 1, "user_input": "go", "agent_output": "done", "duration_seconds": 1.0,
              "assistant_turn_count": 3, "messages": [], "commands": [command("a", 0), command("b", 2)],
              "token_usage": turns_of(1)["token_usage"]}
@@ -134,6 +135,8 @@ def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, pa
 
     page.goto(live_server.url + "/runs/" + quote("crafted/v/killed/00", safe=""))
     assert page.locator(".run-head .run-cost").inner_text() == "$0.0100 (lower bound)"
+    page.goto(live_server.url + "/pair?a=" + quote("crafted/v/killed/00", safe=""))
+    assert page.locator(".pair-side .pair-cost").all_inner_texts() == ["cost $0.0100 (lower bound)", "cost $0.0100"]
 
     page.goto(live_server.url + "/runs/" + quote("crafted/v/quiet/00", safe=""))
     assert page.locator("#steps article.step").count() == 3
