@@ -36,14 +36,16 @@ from .settings import Settings
 EXPORT_BLOCK = 200
 
 
-def disposition(run_id: str, ext: str) -> str:
-    """A Content-Disposition that saves as `<run id>.<ext>` (any Unicode id, RFC 6266/5987).
+def disposition(name: str, ext: str, *, fallback: str = "run") -> str:
+    """A Content-Disposition that saves as `<name>.<ext>` (any Unicode name: a run id, an
+    experiment's variants; RFC 6266/5987).
 
-    Header values travel as latin-1, so the plain `filename` is ASCII only (other
-    characters become `_`); browsers use `filename*`, the id percent-encoded as UTF-8.
+    Header values travel as latin-1 (a name with a letter outside it made the response
+    fail with a 500), so the plain `filename` is ASCII only (other characters become
+    `_`); browsers use `filename*`, the name percent-encoded as UTF-8.
     """
-    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in run_id)[:120].strip(".") or "run"
-    return f"attachment; filename=\"{safe}.{ext}\"; filename*=UTF-8''{quote(run_id[:120], safe='')}.{ext}"
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in name)[:120].strip(".") or fallback
+    return f"attachment; filename=\"{safe}.{ext}\"; filename*=UTF-8''{quote(name[:120], safe='')}.{ext}"
 
 
 def reveal_for(request: Any) -> bool:

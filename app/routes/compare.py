@@ -11,6 +11,7 @@ from fastapi.responses import PlainTextResponse, Response
 from .. import compare, compare_export, compare_flags
 from ..deps import SessionDep, run_row
 from ..errors import BoardError
+from ..export import disposition
 from ..queries import comparison, run_detail
 from ..render import respond
 from ..run_view import run_header
@@ -89,10 +90,9 @@ def _export(request: Request, data: dict[str, Any], ga: compare.Group, gb: compa
     if not reveal_state(request).shown:
         data = Masker().data(data)
     if fmt == "csv":
-        name = "-".join(str(v) for v in params.values() if v)[:80] or "compare"
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+        name = "-".join(["compare", *(str(v) for v in params.values() if v)])
         return PlainTextResponse(compare_export.csv_text(data), media_type="text/csv; charset=utf-8",
-                                 headers={"Content-Disposition": f'attachment; filename="compare-{safe}.csv"'})
+                                 headers={"Content-Disposition": disposition(name, "csv", fallback="compare")})
     text = compare_export.markdown(data, base_url=str(request.base_url), label_a=ga.label, label_b=gb.label,
                                    description=f"{ga.description} against {gb.description}")
     return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")

@@ -190,6 +190,20 @@ def test_csv_of_the_pairs(client, grp, ingest, tmp_path):
     assert rows[0]["task_id"] == "'=cmd()"
 
 
+def test_csv_of_variants_named_outside_latin_1_saves_under_their_name(client, ingest, tmp_path):
+    # Header values travel as latin-1: "α" in a variant's name once made the export a 500.
+    a, b = "v3 α+β #1?%", "e2e/运行"
+    ingest(write_jsonl(tmp_path / "u.jsonl", run("s-u", "t", a, 0, verdict="pass", steps=1, scenario="z", tags=[])
+                       + run("e-u", "t", b, 0, verdict="fail", steps=2, scenario="z", tags=[])))
+    r = client.get("/api/compare", params={"experiment": "grp", "a": a, "b": b, "format": "csv"})
+    assert r.status_code == 200
+    assert r.headers["content-disposition"] == (
+        "attachment; filename=\"compare-grp-v3______1__-e2e___.csv\"; "
+        "filename*=UTF-8''compare-grp-v3%20%CE%B1%2B%CE%B2%20%231%3F%25-e2e%2F%E8%BF%90%E8%A1%8C.csv")
+    (row,) = csv.DictReader(io.StringIO(r.text))
+    assert (row["task_id"], row["a_verdict"], row["b_verdict"]) == ("t", "pass", "fail")
+
+
 def test_cli_compare_prints_the_same_markdown_and_json(client, grp, settings):
     from click.testing import CliRunner
 
