@@ -14,6 +14,10 @@ touches the database, so the figures can be checked by hand on a handful of dict
 - A pair where either side is `not_graded`, or has no verdict yet (running or
   abandoned), is left out of verdict agreement, the confusion matrix and the
   early-stop agreement counts, and is counted in `not_graded`.
+- A group that holds not-graded runs and no measured verdict (coder_eval's
+  `nothing_was_measured`: an `execute` night whose other rows are crashes and budget
+  stops with no score) measured nothing: its errors and fails are not verdicts either,
+  so every pair with it is counted in `not_graded` (`summary.unmeasured` names the side).
 - A measure (steps, tool calls, tokens, cost, agent time, end-to-end time) totals the
   pairs where both sides recorded it; pairs where either side lacks it are left out of
   that measure only, and counted in its `missing`. Time saved is the agent's own time
@@ -152,12 +156,22 @@ def _side(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def measured_nothing(rows: Iterable[dict[str, Any]]) -> bool:
+    """Whether a group's verdicts measured nothing: it holds a not-graded run and none of its
+    verdicts is measured (a row's `measured`, app.queries.comparison; rows without it count
+    as measured). coder_eval reports no pass rate for such a group (`nothing_was_measured`)."""
+    rows = list(rows)
+    return (any(r.get("verdict") == "not_graded" for r in rows)
+            and not any(graded(r.get("verdict")) and r.get("measured", True) for r in rows))
+
+
 def make_pair(key: tuple[str, int], a: dict[str, Any], b: dict[str, Any], *,
-              flags: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+              flags: Optional[list[dict[str, Any]]] = None, measured: tuple[bool, bool] = (True, True)) -> dict[str, Any]:
     """One paired task: both sides, whether their verdicts agree, the per-pair savings, and
-    the flags on a's early stop."""
+    the flags on a's early stop. `measured`: False for a side whose group measured nothing
+    (`measured_nothing`), whose verdict then is not one."""
     sa, sb = _side(a), _side(b)
-    both = graded(sa["verdict"]) and graded(sb["verdict"])
+    both = graded(sa["verdict"]) and graded(sb["verdict"]) and all(measured)
     return {
         "task_id": key[0],
         "replicate": key[1],
@@ -206,6 +220,9 @@ def replicate_figures(pairs: list[dict[str, Any]], rows_a: Iterable[dict[str, An
     and the agreement without the flaky tasks. `per_task` lists the tasks with more than
     one paired run or a flaky group (a task run once has nothing to say about replicates)."""
     def flaky(rows: Iterable[dict[str, Any]]) -> list[str]:
+        rows = list(rows)
+        if measured_nothing(rows):
+            return []
         seen: dict[str, set] = {}
         for r in rows:
             o = outcome(r.get("verdict"))
@@ -322,6 +339,8 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
         rows_b = [r for r in rows_b if r.get("run_id") not in both]
     index_a, dup_a = index_runs(rows_a)
     index_b, dup_b = index_runs(rows_b)
+    unmeasured = (measured_nothing(index_a.values()), measured_nothing(index_b.values()))
+    measured = (not unmeasured[0], not unmeasured[1])
     pairs = []
     for k in sorted(index_a.keys() & index_b.keys()):
         a, b = index_a[k], index_b[k]
@@ -333,12 +352,13 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
                                      armed_ids=_list(column_value(a.get("armed_criteria"))),
                                      verdict_a=a.get("verdict"), label_a=label_a, label_b=label_b,
                                      deciding=a.get("deciding_criterion"))
-        pairs.append(make_pair(k, a, b, flags=flags))
+        pairs.append(make_pair(k, a, b, flags=flags, measured=measured))
     only_a = [_unpaired(k, index_a[k]) for k in sorted(index_a.keys() - index_b.keys())]
     only_b = [_unpaired(k, index_b[k]) for k in sorted(index_b.keys() - index_a.keys())]
     summary = summarize(pairs, only_a, only_b)
     summary["mcnemar"]["reading"] = stats.mcnemar_reading(summary["mcnemar"], label_a, label_b)
     summary["in_both"] = len(in_both)
+    summary["unmeasured"] = {"a": unmeasured[0], "b": unmeasured[1]}
     return {
         "summary": summary,
         "pairs": pairs,
@@ -465,6 +485,10 @@ def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
             f"({plural(tasks, 'task')})")
     if summary["not_graded"]:
         text += f", {summary['not_graded']} not graded left out"
+        nothing = [label for label, side in ((label_a, "a"), (label_b, "b"))
+                   if (summary.get("unmeasured") or {}).get(side)]
+        if nothing:
+            text += f" ({' and '.join(nothing)} measured no verdict: run without grading)"
     ag = summary.get("agreement") or {}
     if ag.get("rate") is not None:
         text += f": agreement {_pct(ag['rate'])} (95% CI {_pct(ag['low'])}–{_pct(ag['high'])})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import orjson
-from sqlalchemy import Boolean, and_, exists, func, select
+from sqlalchemy import Boolean, and_, case, exists, func, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement
 from sqlmodel import Session
@@ -22,6 +22,7 @@ from ..models import CRITERIA, CRITICS, EARLY, RUNS, STEPS
 from ..models import RUN_TAGS as TAGS
 from ..notfound import missing_groups
 from ..secrets import is_secret_key
+from . import run_list
 from .cache import data_cached, data_version
 
 
@@ -72,7 +73,9 @@ COLUMNS = [RUNS.c.id, RUNS.c.run_id, RUNS.c.task_id, RUNS.c.replicate, RUNS.c.ex
            RUNS.c.tokens_total, RUNS.c.elapsed_s, RUNS.c.cost_usd, RUNS.c.agent_cost_usd, RUNS.c.started_at, RUNS.c.tool_calls,
            RUNS.c.agent_elapsed_s, RUNS.c.status, RUNS.c.source_status, RUNS.c.tags, RUNS.c.early_stop_enabled,
            # the producer could not price all of it: the cost is a lower bound
-           cost_floor(), agent_cost_floor()]
+           cost_floor(), agent_cost_floor(),
+           # a verdict that measured something (an execute night's crash carries no score)
+           case((run_list.MEASURED, 1), else_=0).label("measured")]
 
 
 def _condition(group: Group) -> Any:

@@ -655,6 +655,55 @@ def test_an_execute_night_that_measured_nothing_has_no_pass_rate(ingest, client,
     assert (variant["pass_rate"], variant["tasks_failed"], variant["task_pass_rate"]) == (0.0, 4, 0.0)
 
 
+def task_jsons(root: Path, variant: str, statuses: dict[str, str]) -> None:
+    """task.jsons of one variant; a status in lower case is an execute night's unscored row."""
+    for task_id, status in statuses.items():
+        doc = task_json(task_id, variant, status=status.upper(), turns=[("a", ["ls"])], usage={})
+        if status.islower() or status == "NOT_GRADED":
+            doc["weighted_score"], doc["success_criteria_results"] = None, []
+        (root / variant / task_id / "00").mkdir(parents=True)
+        (root / variant / task_id / "00" / "task.json").write_bytes(orjson.dumps(doc))
+
+
+def test_a_side_that_measured_nothing_has_no_verdicts_to_compare(ingest, client, tmp_path):
+    # Both variants were run by `coder-eval execute`: the crash and the time-out are the
+    # only rows with a status, and neither carries a score. Their "agreement" (two misses)
+    # is no measurement: coder_eval gives neither variant a pass rate.
+    root = tmp_path / "execute-night"
+    task_jsons(root, "smoke", {"t1": "NOT_GRADED", "t2": "error", "t3": "timeout"})
+    task_jsons(root, "e2e", {"t1": "NOT_GRADED", "t2": "error", "t3": "timeout"})
+    assert ingest(root).errors == []
+    (exp,) = client.get("/api/experiments").json()["experiments"]
+    params = {"experiment": exp["experiment"], "a": "smoke", "b": "e2e"}
+    data = client.get("/api/compare", params=params).json()
+    s = data["summary"]
+    assert (s["paired"], s["not_graded"], s["verdict_agreement"], s["unmeasured"]) == (
+        3, 3, {"agree": 0, "total": 0}, {"a": True, "b": True})
+    assert s["agreement"]["rate"] is None and s["confusion"] == {"pass_pass": 0, "pass_fail": 0, "fail_pass": 0,
+                                                                 "fail_fail": 0}
+    assert data["headline"].startswith("Verdicts identical on 0 of 0 paired runs (0 tasks), 3 not graded left out "
+                                       "(smoke and e2e measured no verdict: run without grading)")
+    from tests.app.parsed_html import one, page, text
+    assert text(one(page(client.get("/compare", params=params).text), ".unmeasured")).startswith(
+        "smoke and e2e measured no verdict")
+    # e2e graded for real (its crash then is a miss, as in coder_eval's pass rate): smoke still measured nothing
+    root2 = tmp_path / "graded-e2e"
+    task_jsons(root2, "smoke", {"t1": "NOT_GRADED", "t2": "error"})
+    task_jsons(root2, "e2e", {"t1": "SUCCESS", "t2": "error"})
+    assert ingest(root2).errors == []
+    params = {"experiment": "graded-e2e", "a": "smoke", "b": "e2e"}
+    s = client.get("/api/compare", params=params).json()["summary"]
+    assert (s["not_graded"], s["verdict_agreement"]["total"], s["unmeasured"]) == (2, 0, {"a": True, "b": False})
+    # one scored smoke run makes smoke's verdicts measurements, its unscored crash a miss among them
+    task_jsons(root2, "smoke", {"t3": "FAILURE"})
+    task_jsons(root2, "e2e", {"t3": "FAILURE"})
+    assert ingest(root2).errors == []
+    s = client.get("/api/compare", params=params).json()["summary"]
+    assert (s["not_graded"], s["verdict_agreement"], s["unmeasured"]) == (
+        1, {"agree": 2, "total": 2}, {"a": False, "b": False})
+    assert s["confusion"]["fail_fail"] == 2
+
+
 def test_a_task_id_holding_a_slash_is_one_run(ingest, client, tmp_path):
     # a dataset suite's rows: task id `suite/row`, laid out as <variant>/suite/row/<NN>/
     root = tmp_path / "suite-run"

@@ -179,3 +179,18 @@ def test_compare_in_chromium_shows_the_agents_cost_and_says_a_total_is_a_lower_b
     assert page.locator("tr.variant-row[data-variant='smoke'] .cost-floor-note").inner_text() == "1 lower bound"
     assert page.locator("tr.variant-row[data-variant='e2e'] .cost-floor-note").count() == 0
     assert page.errors == []
+
+
+def test_compare_of_an_execute_night_says_it_measured_no_verdict(live_server, page, ingest, tmp_path):
+    from tests.app.test_coder_eval import task_jsons
+
+    root = tmp_path / "execute-night"
+    task_jsons(root, "smoke", {"t1": "NOT_GRADED", "t2": "error"})
+    task_jsons(root, "e2e", {"t1": "SUCCESS", "t2": "FAILURE"})
+    assert ingest(root).ok
+    page.goto(f"{live_server.url}/compare?experiment=execute-night&a=smoke&b=e2e")
+    note = page.locator(".unmeasured")
+    assert note.inner_text().startswith("smoke measured no verdict: its runs were run without grading")
+    assert "2 not graded left out (smoke measured no verdict" in page.locator("#headline").inner_text()
+    assert page.locator("#agreement").count() == 0  # no agreement rate over nothing measured
+    assert page.errors == []
