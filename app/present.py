@@ -208,9 +208,16 @@ def budget_gauges(run: dict[str, Any]) -> list[dict[str, Any]]:
     parts = token_parts(run) or {}
     time_used = run.get("agent_elapsed_s") if run.get("agent_elapsed_s") is not None else run.get("elapsed_s")
     token_note = None if not counted else "counted: " + " + ".join(b.replace("_", " ") for b in counted)
+    steps, steps_label, steps_note = run.get("steps"), "steps", None
+    longest = budget.get("steps_longest_iteration")
+    if budget.get("max_steps_scope") == "iteration" and isinstance(longest, int) and not isinstance(longest, bool):
+        # the cap is per agent call (a dialog's exchange, a crash's retry): the run's total is not what it caps
+        steps, steps_label = longest, "steps (longest call)"
+        steps_note = f"the limit caps each agent call; {fmt_int(run.get('steps'))} steps in all"
     out = [
-        {"name": "steps", "label": "steps", "gauge": gauge(run.get("steps"), run.get("budget_max_steps")),
-         "used": fmt_int(run.get("steps")), "limit": fmt_int(run.get("budget_max_steps"))},
+        {"name": "steps", "label": steps_label, "note": steps_note,
+         "gauge": gauge(steps, run.get("budget_max_steps")),
+         "used": fmt_int(steps), "limit": fmt_int(run.get("budget_max_steps"))},
         {"name": "tokens", "label": "tokens", "note": token_note,
          "gauge": gauge(budget_tokens_used(run, counted), run.get("budget_max_tokens")),
          "used": fmt_int(budget_tokens_used(run, counted)), "limit": fmt_int(run.get("budget_max_tokens"))},

@@ -94,6 +94,11 @@ class Budget(_Model):
     max_output_tokens: Optional[int] = None
     max_cost_usd: Optional[float] = None
     tokens_counted: Optional[list[Literal["uncached_input", "cache_read", "cache_write", "output"]]] = None
+    #: "iteration": `max_steps` caps each agent call of the run, not the run (coder_eval's
+    #: max_turns); absent means the run.
+    max_steps_scope: Optional[Literal["run", "iteration"]] = None
+    #: With the scope "iteration": the steps of the longest agent call, what the cap measures.
+    steps_longest_iteration: Optional[int] = None
 
 
 class CriterionSpec(_Model):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections import Counter
 from datetime import datetime
 from typing import Any, Callable, Iterator, Optional
 
@@ -83,6 +84,17 @@ STATUS_WORDS = {
     "ERROR": "error: no gradeable attempt",
     "BUILD_FAILED": "error: the sandbox image failed to build",
     "NOT_GRADED": "not graded (run without grading)",
+}
+#: Why a dialog ended (`simulation.stop_reason`, results.py's SimulationTelemetry), where
+#: its status does not already say: (stop reason, what the run page says). A dialog
+#: reason with no counterpart in the trace format ("budget", "run_limit_exceeded") is
+#: kept as coder_eval wrote it and shown as given.
+DIALOG_STOP_REASON = {
+    "criteria_passed": ("success", "the dialog ended when the success criteria passed"),
+    "stop_token": ("env_terminal", "the simulated user ended the dialog (stop token)"),
+    "max_turns": ("budget_steps", "the dialog reached its max_turns of user↔agent exchanges"),
+    "agent_max_turns": ("budget_steps", "the agent reached its max_turns within a dialog turn"),
+    "error": ("unrecoverable_error", "the dialog ended on an error"),
 }
 LIFECYCLE = {"ERROR": "error", "BUILD_FAILED": "error", "TIMEOUT": "failed", "MAX_TURNS_EXHAUSTED": "failed",
              "TOKEN_BUDGET_EXCEEDED": "failed", "COST_BUDGET_EXCEEDED": "failed"}
@@ -640,6 +652,13 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
     }
     if any(v is not None for k, v in budget.items() if k.startswith("max_") and "token" in k):
         budget["tokens_counted"] = budget_counted(limits)
+    per_iteration = Counter(s.get("iteration") for s in steps)
+    if budget["max_steps"] is not None and len(per_iteration) > 1:
+        # max_turns caps each agent call (results.py: `num_turns`, "the unit max_turns
+        # caps"), not the run: a dialog of 5 exchanges of 4 turns each is 20 turns under a
+        # cap of 12. The gauge measures the longest call against it.
+        budget["max_steps_scope"] = "iteration"
+        budget["steps_longest_iteration"] = max(per_iteration.values())
     start = {"type": "run_start", "run_id": run_id, "schema": "qita.trace/1",
              "ts": _str(task.get("started_at")), "task_id": task_id, "experiment": experiment, "variant": variant,
              "replicate": replicate, "objective": _str(task.get("task_description")) or _str(resolved.get("description")),
@@ -693,10 +712,17 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
              row: dict[str, Any]) -> dict[str, Any]:
     verdict = STATUS_VERDICT.get(status_key) if status_key else None
     error = _str(task.get("error_message"))
+    dialog = _str(_dict(task.get("simulation")).get("stop_reason"))
+    dialog_detail = None
     if early:
         stop_reason = "early_stop"
     elif status_key in STATUS_STOP_REASON:
         stop_reason = STATUS_STOP_REASON[status_key]
+    elif dialog and status_key:
+        # a dialog's own reason: "final" would say the agent ended its turn, which a dialog
+        # cut off at its max_turns did not
+        stop_reason, dialog_detail = DIALOG_STOP_REASON.get(
+            dialog, (dialog, f"the dialog ended: {dialog} (coder_eval's simulation.stop_reason)"))
     elif task.get("max_turns_exhausted") is True:
         stop_reason = "budget_steps"
     elif status_key:
@@ -732,6 +758,8 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
         stop_detail = deciding_details if isinstance(deciding_details, str) else None
     elif error:
         stop_detail = error
+    else:
+        stop_detail = dialog_detail
     final = steps[-1]["decision"].get("final_answer") if steps else None
     return {"type": "run_end", "run_id": run_id, "ts": _str(task.get("completed_at")),
             "status": (LIFECYCLE.get(status_key, "completed") if status_key else None),

@@ -359,6 +359,48 @@ def test_a_row_without_the_flag_is_complete_and_a_dialog_without_a_row_is_a_floo
         "$0.0100 (lower bound)"
 
 
+def _dialog(stop_reason: str, status: str = "FAILURE", **fields: Any) -> dict[str, Any]:
+    """A dialog of three exchanges (iterations of 4, 5 and 3 turns) under max_turns 6."""
+    sim = {"n_trials": 1, "replicate_index": 0, "stop_reason": stop_reason, "simulator_input_tokens": 10,
+           "simulator_output_tokens": 5, "total_turns": 3, "simulator_model": "m"}
+    its = [{**turns_of(n), "iteration": i + 1} for i, n in enumerate((4, 5, 3))]
+    return task(f"d-{stop_reason}", status=status, score=0.0 if status != "SUCCESS" else 1.0, iterations=its,
+                simulation=sim, task_config={"resolved": {"run_limits": {"max_turns": 6}}}, **fields)
+
+
+def test_a_dialog_says_why_it_ended_and_its_turn_cap_is_per_agent_call(ingest, client, tmp_path):
+    # SimulationTelemetry.stop_reason says why a dialog ended; "final" (the agent ended its
+    # turn) would be wrong for one cut off at its max_turns. max_turns caps num_turns, "the
+    # unit max_turns caps" per communicate() call: 12 turns in all under a cap of 6 is no
+    # breach; the longest call, 5 turns, is 83% of it.
+    root = tmp_path / "dialogs"
+    for reason in ("max_turns", "criteria_passed", "stop_token", "agent_max_turns", "error", "budget"):
+        write(root, _dialog(reason, status="SUCCESS" if reason == "criteria_passed" else "FAILURE"))
+    write(root, _dialog("max_turns", status="TIMEOUT") | {"task_id": "d-timeout"})
+    assert ingest(root).errors == []
+    want = {"max_turns": ("budget_steps", "the dialog reached its max_turns of user↔agent exchanges"),
+            "criteria_passed": ("success", "the dialog ended when the success criteria passed"),
+            "stop_token": ("env_terminal", "the simulated user ended the dialog (stop token)"),
+            "agent_max_turns": ("budget_steps", "the agent reached its max_turns within a dialog turn"),
+            "error": ("unrecoverable_error", "the dialog ended on an error"),
+            # no counterpart in the trace format: kept as coder_eval wrote it
+            "budget": ("budget", "the dialog ended: budget (coder_eval's simulation.stop_reason)")}
+    for reason, (stop, detail) in want.items():
+        run = api_run(client, f"dialogs/v/d-{reason}/00")["run"]
+        assert (run["stop_reason"], run["stop_detail"], run["steps"]) == (stop, detail, 12), reason
+    # the status says more than the dialog: a time-out is a time budget stop
+    assert api_run(client, "dialogs/v/d-timeout/00")["run"]["stop_reason"] == "budget_time"
+    def steps_gauge(run_id: str) -> str:
+        return text(page(client.get("/runs/" + quote(run_id, safe="")).text).select_one(".gauge"))
+
+    assert steps_gauge("dialogs/v/d-max_turns/00") == (
+        "steps (longest call) 5 of 6 (83%) the limit caps each agent call; 12 steps in all")
+    # one call: the run's steps are what the cap measures
+    write(root, task("single", task_config={"resolved": {"run_limits": {"max_turns": 6}}}, iterations=[turns_of(3)]))
+    assert ingest(root).errors == []
+    assert steps_gauge("dialogs/v/single/00") == "steps 3 of 6 (50%)"
+
+
 def test_a_dialog_without_a_row_marks_the_bill_a_floor_but_not_the_agents_cost(ingest, client, tmp_path):
     # Only the simulator's spend is unpriced there: the agent's own cost is whole, so a
     # comparison by agent cost (coder_eval's harness figure) has no lower bound in it.

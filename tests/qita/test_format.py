@@ -41,7 +41,8 @@ def test_every_contract_field_is_in_the_schema():
     assert set(defs["Budget"]["properties"]) >= {"max_steps", "max_runtime_seconds", "max_tokens"}
     # The additions for harnesses that cap more (coder_eval's run_limits) are optional.
     assert set(defs["Budget"]["properties"]) - {"max_steps", "max_runtime_seconds", "max_tokens"} == {
-        "max_input_tokens", "max_output_tokens", "max_cost_usd", "tokens_counted"}
+        "max_input_tokens", "max_output_tokens", "max_cost_usd", "tokens_counted", "max_steps_scope",
+        "steps_longest_iteration"}
     assert not defs["Budget"].get("required")
 
 
