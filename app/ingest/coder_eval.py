@@ -40,7 +40,7 @@ from .sources import Source, join_label, key_for, parse_json_document, read_docu
 #: The version of this reading of coder_eval's files (Source.reading). Raise it with every
 #: change to the records a file makes: a database ingested before reads each one again, and
 #: what an earlier reading made of a run (its steps, its id) is replaced, never left beside.
-READING = "coder_eval-3"
+READING = "coder_eval-4"  # 4: dialog stop reasons, the per-call step cap
 MAX_TASK_JSON = 512 * 1024 * 1024
 TASK_FILE = "task.json"
 #: Files only a coder_eval results tree holds (besides task.json).
