@@ -207,6 +207,13 @@ def budget_gauges(run: dict[str, Any]) -> list[dict[str, Any]]:
     counted = budget.get("tokens_counted") if isinstance(budget.get("tokens_counted"), list) else None
     parts = token_parts(run) or {}
     time_used = run.get("agent_elapsed_s") if run.get("agent_elapsed_s") is not None else run.get("elapsed_s")
+    time_label, time_note = "time", None
+    if (run.get("stop_reason") == "budget_time" and time_used is not None and run.get("elapsed_s") is not None
+            and run["elapsed_s"] > time_used):
+        # The agent's own time adds up the calls that finished: the one the time limit cut
+        # off is missing from it (a coder_eval TIMEOUT read 40 s of a 600 s limit).
+        time_note = f"the run timed out; the agent's own time, {fmt_duration(time_used)}, leaves out the call cut off"
+        time_used, time_label = run["elapsed_s"], "time (end to end)"
     token_note = None if not counted else "counted: " + " + ".join(b.replace("_", " ") for b in counted)
     steps, steps_label, steps_note = run.get("steps"), "steps", None
     longest = budget.get("steps_longest_iteration")
@@ -221,7 +228,7 @@ def budget_gauges(run: dict[str, Any]) -> list[dict[str, Any]]:
         {"name": "tokens", "label": "tokens", "note": token_note,
          "gauge": gauge(budget_tokens_used(run, counted), run.get("budget_max_tokens")),
          "used": fmt_int(budget_tokens_used(run, counted)), "limit": fmt_int(run.get("budget_max_tokens"))},
-        {"name": "time", "label": "time", "gauge": gauge(time_used, run.get("budget_max_runtime_s")),
+        {"name": "time", "label": time_label, "note": time_note, "gauge": gauge(time_used, run.get("budget_max_runtime_s")),
          "used": fmt_duration(time_used), "limit": fmt_duration(run.get("budget_max_runtime_s"))},
     ]
     for key, label, used in (

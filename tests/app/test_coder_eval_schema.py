@@ -401,6 +401,32 @@ def test_a_dialog_says_why_it_ended_and_its_turn_cap_is_per_agent_call(ingest, c
     assert steps_gauge("dialogs/v/single/00") == "steps 3 of 6 (50%)"
 
 
+def test_a_time_out_measures_the_time_limit_end_to_end(ingest, client, tmp_path):
+    # The agent's own time without run.json is the sum of the iterations' positive
+    # durations: the iteration the 600 s limit cut off recorded none, so it reads 40 s.
+    # The time gauge of a run stopped for time measures the 605 s it took end to end.
+    root = tmp_path / "timeouts"
+    cut = {**turns_of(1), "iteration": 2, "duration_seconds": 0.0}
+    write(root, task("slow", status="TIMEOUT", score=0.0, duration_seconds=605.0,
+                     iterations=[{**turns_of(2), "duration_seconds": 40.0}, cut],
+                     task_config={"resolved": {"run_limits": {"task_timeout": 600}}}))
+    write(root, task("quick", status="FAILURE", score=0.0, duration_seconds=605.0,
+                     iterations=[{**turns_of(2), "duration_seconds": 40.0}],
+                     task_config={"resolved": {"run_limits": {"task_timeout": 600}}}))
+    assert ingest(root).errors == []
+
+    def time_gauge(run_id: str) -> str:
+        gauges = page(client.get("/runs/" + quote(run_id, safe="")).text).select(".gauge")
+        return next(text(g) for g in gauges if text(g).startswith("time"))
+
+    assert api_run(client, "timeouts/v/slow/00")["run"]["agent_elapsed_s"] == 40.0
+    assert time_gauge("timeouts/v/slow/00") == (
+        "time (end to end) 10 min 5 s of 10 min 0 s (101%) the run timed out; the agent's own time, 40.0 s, "
+        "leaves out the call cut off")
+    # a run that was not stopped for time keeps the agent's own time
+    assert time_gauge("timeouts/v/quick/00") == "time 40.0 s of 10 min 0 s (7%)"
+
+
 def test_a_dialog_without_a_row_marks_the_bill_a_floor_but_not_the_agents_cost(ingest, client, tmp_path):
     # Only the simulator's spend is unpriced there: the agent's own cost is whole, so a
     # comparison by agent cost (coder_eval's harness figure) has no lower bound in it.

@@ -194,3 +194,26 @@ def test_compare_of_an_execute_night_says_it_measured_no_verdict(live_server, pa
     assert "2 not graded left out (smoke measured no verdict" in page.locator("#headline").inner_text()
     assert page.locator("#agreement").count() == 0  # no agreement rate over nothing measured
     assert page.errors == []
+
+
+def test_a_dialog_and_a_time_out_read_their_stop_and_gauges_in_chromium(live_server, page, ingest, tmp_path):
+    from tests.app.test_coder_eval_schema import _dialog, task, turns_of, write
+
+    root = tmp_path / "gauges"
+    write(root, _dialog("max_turns"))
+    write(root, task("slow", status="TIMEOUT", score=0.0, duration_seconds=605.0,
+                     iterations=[{**turns_of(2), "duration_seconds": 40.0}],
+                     task_config={"resolved": {"run_limits": {"task_timeout": 600}}}))
+    assert ingest(root).ok
+    page.goto(live_server.url + "/runs/" + quote("gauges/v/d-max_turns/00", safe=""))
+    head = page.locator(".run-head")
+    assert "step budget" in head.inner_text()
+    assert "the dialog reached its max_turns of user↔agent exchanges" in head.inner_text()
+    steps = head.locator(".gauge").first
+    assert steps.locator(".gauge-label").inner_text() == "steps (longest call)"
+    assert steps.locator(".gauge-text").inner_text().startswith("5 of 6 (83%)")
+    page.goto(live_server.url + "/runs/" + quote("gauges/v/slow/00", safe=""))
+    time = page.locator(".run-head .gauge", has_text="time (end to end)")
+    assert time.locator(".gauge-text").inner_text().startswith("10 min 5 s of 10 min 0 s (101%)")
+    assert time.get_attribute("class").split() == ["gauge", "gauge-over"]
+    assert page.errors == []
