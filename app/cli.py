@@ -236,6 +236,10 @@ def board(paths: tuple[str, ...], db: Optional[str], host: Optional[str], port: 
     click.echo(f"qita board on http://{shown}:{settings.port}/  (database: {_db_label(settings)})", err=True)
     # A stop signal: uvicorn stops listening, gives open requests GRACEFUL_S, then the app's
     # shutdown stops the writer (2 s): the board is gone within the 5 s a stop may take.
+    # Then uvicorn sends the signal again, to the handler it found: status 130 for Ctrl-C.
+    from .program import stop_quietly
+
+    stop_quietly()
     uvicorn.run(app, host=settings.host.strip("[]"), port=settings.port, log_level="warning", proxy_headers=False,
                 timeout_graceful_shutdown=GRACEFUL_S)
 
@@ -563,4 +567,7 @@ def _print_plan(result: dict[str, Any], as_json: bool) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    run()
+    # the installed program's own entry point (tests and benchmarks start `python -m qita_board.cli`)
+    from .program import run as program
+
+    program()

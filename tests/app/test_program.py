@@ -35,6 +35,15 @@ def test_ctrl_c_before_a_command_handles_it_exits_130_quietly():
     assert "Traceback" not in done.stdout
 
 
+def test_a_sigint_the_parent_ignored_stays_ignored():
+    # a background job of a script starts with SIGINT ignored; Python keeps that, and so do we
+    code = _INTERRUPTED_COMMAND.replace("raise AssertionError(\"not interrupted\")", "print(\"went on\")")
+    code = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n" + code
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "went on\n", "")
+
+
 def test_the_installed_qita_program_is_this_entry_point():
     (qita,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "qita"]
     assert qita.value == "qita_board.program:run"

@@ -150,6 +150,17 @@ def test_board_watching_a_folder_stops_within_5_s_and_a_rerun_completes(tmp_path
     _complete(db_url, path, tmp_path)
 
 
+def test_ctrl_c_stops_an_idle_board_with_status_130_and_no_other_word(tmp_path):
+    # uvicorn shuts down, then sends the SIGINT it caught again to the handler it found
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    proc, _base = _board(tmp_path, url)
+    took = _stop(proc, signal.SIGINT)
+    err = proc.stderr.read()
+    assert took < 5, took
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" not in err and "Aborted" not in err, err
+
+
 def test_board_with_an_upload_running_stops_within_5_s_leaving_no_temporary_files(tmp_path, db_url):
     from qita_board import tempfiles
 
