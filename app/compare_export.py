@@ -65,7 +65,7 @@ def markdown(data: dict[str, Any], *, base_url: str, label_a: str, label_b: str,
     out += [f"| | {lb} pass | {lb} fail |", "|---|---:|---:|",
             f"| **{la} pass** | {c['pass_pass']} | {c['pass_fail']} |",
             f"| **{la} fail** | {c['fail_pass']} | {c['fail_fail']} |", ""]
-    if s["errors"]["a"] or s["errors"]["b"]:
+    if s["verdict_agreement"]["total"] and (s["errors"]["a"] or s["errors"]["b"]):  # no matrix, no "fail" to include them
         out += [f"Fail includes error (no gradeable attempt): {s['errors']['a']} in {la}, {s['errors']['b']} in {lb}.", ""]
     out += [md(s["mcnemar"]["reading"]), ""]
     out += [f"| measure | {la} | {lb} | saved | 95% CI |", "|---|---:|---:|---:|---|"]

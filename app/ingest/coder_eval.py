@@ -90,9 +90,11 @@ STATUS_WORDS = {
 #: reason with no counterpart in the trace format ("budget", "run_limit_exceeded") is
 #: kept as coder_eval wrote it and shown as given.
 DIALOG_STOP_REASON = {
-    "criteria_passed": ("success", "the dialog ended when the success criteria passed"),
+    # a success only when the grading agrees (SUCCESS): else the dialog's harness ended it
+    "criteria_passed": ("env_terminal", "the dialog ended when the success criteria passed"),
     "stop_token": ("env_terminal", "the simulated user ended the dialog (stop token)"),
-    "max_turns": ("budget_steps", "the dialog reached its max_turns of user↔agent exchanges"),
+    # its exchanges (total_turns), not the agent's max_turns that the step budget shows
+    "max_turns": ("env_terminal", "the dialog reached its max_turns of user↔agent exchanges"),
     "agent_max_turns": ("budget_steps", "the agent reached its max_turns within a dialog turn"),
     "error": ("unrecoverable_error", "the dialog ended on an error"),
 }
@@ -652,13 +654,16 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
     }
     if any(v is not None for k, v in budget.items() if k.startswith("max_") and "token" in k):
         budget["tokens_counted"] = budget_counted(limits)
+    # max_turns caps each agent call (results.py: `num_turns`, "the unit max_turns caps";
+    # max_turns + 1 when the cap ended the call), not the run: a dialog of 5 exchanges of 4
+    # turns each is 20 turns under a cap of 12. The gauge measures the longest call against
+    # it, by its num_turns, else by its assistant turns.
     per_iteration = Counter(s.get("iteration") for s in steps)
-    if budget["max_steps"] is not None and len(per_iteration) > 1:
-        # max_turns caps each agent call (results.py: `num_turns`, "the unit max_turns
-        # caps"), not the run: a dialog of 5 exchanges of 4 turns each is 20 turns under a
-        # cap of 12. The gauge measures the longest call against it.
+    calls = [n if (n := _int(it.get("num_turns"))) is not None and n >= 0 else per_iteration.get(it_no, 0)
+             for it_no, it in enumerate(_iterations(task), start=1)]
+    if budget["max_steps"] is not None and sum(1 for n in calls if n) > 1:
         budget["max_steps_scope"] = "iteration"
-        budget["steps_longest_iteration"] = max(per_iteration.values())
+        budget["steps_longest_iteration"] = max(calls)
     start = {"type": "run_start", "run_id": run_id, "schema": "qita.trace/1",
              "ts": _str(task.get("started_at")), "task_id": task_id, "experiment": experiment, "variant": variant,
              "replicate": replicate, "objective": _str(task.get("task_description")) or _str(resolved.get("description")),
@@ -723,6 +728,8 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
         # cut off at its max_turns did not
         stop_reason, dialog_detail = DIALOG_STOP_REASON.get(
             dialog, (dialog, f"the dialog ended: {dialog} (coder_eval's simulation.stop_reason)"))
+        if dialog == "criteria_passed" and status_key == "SUCCESS":
+            stop_reason = "success"
     elif task.get("max_turns_exhausted") is True:
         stop_reason = "budget_steps"
     elif status_key:

@@ -684,8 +684,10 @@ def test_a_side_that_measured_nothing_has_no_verdicts_to_compare(ingest, client,
     assert data["headline"].startswith("Verdicts identical on 0 of 0 paired runs (0 tasks), 3 not graded left out "
                                        "(smoke and e2e measured no verdict: run without grading)")
     from tests.app.parsed_html import one, page, text
-    assert text(one(page(client.get("/compare", params=params).text), ".unmeasured")).startswith(
-        "smoke and e2e measured no verdict")
+    html = page(client.get("/compare", params=params).text)
+    assert text(one(html, ".unmeasured")).startswith("smoke and e2e measured no verdict")
+    assert html.select(".errors-note") == []  # no "fail includes error" beside a matrix of nothing
+    assert "Fail includes error" not in client.get("/api/compare", params={**params, "format": "md"}).text
     # e2e graded for real (its crash then is a miss, as in coder_eval's pass rate): smoke still measured nothing
     root2 = tmp_path / "graded-e2e"
     task_jsons(root2, "smoke", {"t1": "NOT_GRADED", "t2": "error"})
@@ -702,6 +704,8 @@ def test_a_side_that_measured_nothing_has_no_verdicts_to_compare(ingest, client,
     assert (s["not_graded"], s["verdict_agreement"], s["unmeasured"]) == (
         1, {"agree": 2, "total": 2}, {"a": False, "b": False})
     assert s["confusion"]["fail_fail"] == 2
+    note = one(page(client.get("/compare", params=params).text), ".errors-note")
+    assert text(note) == "fail includes error (no gradeable attempt, counted as a miss): 1 in smoke, 1 in e2e"
 
 
 def test_a_task_id_holding_a_slash_is_one_run(ingest, client, tmp_path):

@@ -378,7 +378,9 @@ def test_a_dialog_says_why_it_ended_and_its_turn_cap_is_per_agent_call(ingest, c
         write(root, _dialog(reason, status="SUCCESS" if reason == "criteria_passed" else "FAILURE"))
     write(root, _dialog("max_turns", status="TIMEOUT") | {"task_id": "d-timeout"})
     assert ingest(root).errors == []
-    want = {"max_turns": ("budget_steps", "the dialog reached its max_turns of user↔agent exchanges"),
+    # the dialog's max_turns counts its exchanges (total_turns), not the agent's turns that
+    # run_limits.max_turns caps and the step budget shows: the dialog's harness ended it
+    want = {"max_turns": ("env_terminal", "the dialog reached its max_turns of user↔agent exchanges"),
             "criteria_passed": ("success", "the dialog ended when the success criteria passed"),
             "stop_token": ("env_terminal", "the simulated user ended the dialog (stop token)"),
             "agent_max_turns": ("budget_steps", "the agent reached its max_turns within a dialog turn"),
@@ -390,11 +392,22 @@ def test_a_dialog_says_why_it_ended_and_its_turn_cap_is_per_agent_call(ingest, c
         assert (run["stop_reason"], run["stop_detail"], run["steps"]) == (stop, detail, 12), reason
     # the status says more than the dialog: a time-out is a time budget stop
     assert api_run(client, "dialogs/v/d-timeout/00")["run"]["stop_reason"] == "budget_time"
+    # the criteria passed live, the grading failed it: no success badge beside a fail
+    write(root, _dialog("criteria_passed", status="FAILURE") | {"task_id": "d-regraded"})
+    # a call the cap ended reports num_turns = max_turns + 1, with fewer messages shown
+    capped = _dialog("agent_max_turns") | {"task_id": "d-capped"}
+    capped["iterations"][0]["num_turns"] = 7
+    write(root, capped)
+    assert ingest(root).errors == []
+    run = api_run(client, "dialogs/v/d-regraded/00")["run"]
+    assert (run["stop_reason"], run["verdict"]) == ("env_terminal", "fail")
     def steps_gauge(run_id: str) -> str:
         return text(page(client.get("/runs/" + quote(run_id, safe="")).text).select_one(".gauge"))
 
     assert steps_gauge("dialogs/v/d-max_turns/00") == (
         "steps (longest call) 5 of 6 (83%) the limit caps each agent call; 12 steps in all")
+    assert steps_gauge("dialogs/v/d-capped/00") == (
+        "steps (longest call) 7 of 6 (117%) the limit caps each agent call; 12 steps in all")
     # one call: the run's steps are what the cap measures
     write(root, task("single", task_config={"resolved": {"run_limits": {"max_turns": 6}}}, iterations=[turns_of(3)]))
     assert ingest(root).errors == []

@@ -207,7 +207,7 @@ def test_a_dialog_and_a_time_out_read_their_stop_and_gauges_in_chromium(live_ser
     assert ingest(root).ok
     page.goto(live_server.url + "/runs/" + quote("gauges/v/d-max_turns/00", safe=""))
     head = page.locator(".run-head")
-    assert "step budget" in head.inner_text()
+    assert "env terminal" in head.inner_text()
     assert "the dialog reached its max_turns of user↔agent exchanges" in head.inner_text()
     steps = head.locator(".gauge").first
     assert steps.locator(".gauge-label").inner_text() == "steps (longest call)"
