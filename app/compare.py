@@ -214,14 +214,15 @@ def agreement_of(pairs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def replicate_figures(pairs: list[dict[str, Any]], rows_a: Iterable[dict[str, Any]],
-                      rows_b: Iterable[dict[str, Any]]) -> dict[str, Any]:
+                      rows_b: Iterable[dict[str, Any]], *, unmeasured: tuple[bool, bool] = (False, False)) -> dict[str, Any]:
     """Tasks against replicates: how many tasks the pairs hold, which tasks got different
     verdicts across replicates of one group (flaky), whether each task's pairs all agree,
     and the agreement without the flaky tasks. `per_task` lists the tasks with more than
-    one paired run or a flaky group (a task run once has nothing to say about replicates)."""
-    def flaky(rows: Iterable[dict[str, Any]]) -> list[str]:
-        rows = list(rows)
-        if measured_nothing(rows):
+    one paired run or a flaky group (a task run once has nothing to say about replicates).
+    `unmeasured`: the groups that measured nothing (`measured_nothing`), which have no
+    verdicts to differ."""
+    def flaky(rows: Iterable[dict[str, Any]], nothing: bool) -> list[str]:
+        if nothing:
             return []
         seen: dict[str, set] = {}
         for r in rows:
@@ -237,7 +238,7 @@ def replicate_figures(pairs: list[dict[str, Any]], rows_a: Iterable[dict[str, An
         count[t] = count.get(t, 0) + 1
         if p["graded"]:
             verdicts[t] = verdicts.get(t, True) and bool(p["agree"])
-    flaky_a, flaky_b = flaky(rows_a), flaky(rows_b)
+    flaky_a, flaky_b = flaky(rows_a, unmeasured[0]), flaky(rows_b, unmeasured[1])
     unstable = set(flaky_a) | set(flaky_b)
     per_task = [{"task_id": t, "pairs": n, "agree": verdicts.get(t), "flaky_a": t in flaky_a, "flaky_b": t in flaky_b}
                 for t, n in sorted(count.items()) if n > 1 or t in unstable]
@@ -365,7 +366,7 @@ def compare_rows(rows_a: Iterable[dict[str, Any]], rows_b: Iterable[dict[str, An
         "unpaired": {"a": only_a, "b": only_b},
         "in_both": in_both,
         "duplicates": {"a": dup_a, "b": dup_b},
-        "replicates": replicate_figures(pairs, index_a.values(), index_b.values()),
+        "replicates": replicate_figures(pairs, index_a.values(), index_b.values(), unmeasured=unmeasured),
     }
 
 
@@ -474,6 +475,12 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+def unmeasured_labels(summary: dict[str, Any], label_a: str, label_b: str) -> list[str]:
+    """The labels of the sides that measured nothing (`summary.unmeasured`), a first."""
+    sides = summary.get("unmeasured") or {}
+    return [label for label, side in ((label_a, "a"), (label_b, "b")) if sides.get(side)]
+
+
 def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
     """One sentence: how often the verdicts agree, how sure that is, and what the first
     group saved; tasks and paired runs counted apart."""
@@ -485,8 +492,7 @@ def headline(summary: dict[str, Any], label_a: str, label_b: str) -> str:
             f"({plural(tasks, 'task')})")
     if summary["not_graded"]:
         text += f", {summary['not_graded']} not graded left out"
-        nothing = [label for label, side in ((label_a, "a"), (label_b, "b"))
-                   if (summary.get("unmeasured") or {}).get(side)]
+        nothing = unmeasured_labels(summary, label_a, label_b)
         if nothing:
             text += f" ({' and '.join(nothing)} measured no verdict: run without grading)"
     ag = summary.get("agreement") or {}

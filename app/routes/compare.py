@@ -77,6 +77,7 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
     if format in ("md", "csv"):
         return _export(request, data, ga, gb, format, params)
     context.update(ga=ga, gb=gb, bars=compare.bars(data["summary"]), bar_chart=compare.BAR_CHART, params=params,
+                   unmeasured=compare.unmeasured_labels(data["summary"], ga.label, gb.label),
                    group=group, limit=limit or PAGE_PAIRS,
                    meta_keys=comparison.metadata_keys(session, group=ga),
                    export_query=urlencode({k: v for k, v in {**params, "group": group}.items() if v}))
