@@ -40,7 +40,7 @@ from .sources import Source, join_label, key_for, parse_json_document, read_docu
 #: The version of this reading of coder_eval's files (Source.reading). Raise it with every
 #: change to the records a file makes: a database ingested before reads each one again, and
 #: what an earlier reading made of a run (its steps, its id) is replaced, never left beside.
-READING = "coder_eval-4"  # 4: dialog stop reasons, the per-call step cap
+READING = "coder_eval-5"  # 5: a turn that surfaced no usage has no tokens (4: dialog stop reasons, the per-call step cap)
 MAX_TASK_JSON = 512 * 1024 * 1024
 TASK_FILE = "task.json"
 #: Files only a coder_eval results tree holds (besides task.json).
@@ -336,10 +336,11 @@ def task_steps(run_id: str, task: dict[str, Any], events: Optional[list[dict[str
                 events.append(_turnless_event(run_id, it_no, it, len(steps)))
             previous_crashed = previous_crashed or bool(it.get("crashed"))
             continue
+        reported = isinstance(it.get("token_usage"), dict)
         reconciliation = None
         for m in _list(it.get("messages")):
             if isinstance(m, dict) and m.get("role") == "reconciliation":
-                reconciliation = _add_tokens(reconciliation, tokens(_msg_usage(m)))
+                reconciliation = _add_tokens(reconciliation, message_tokens(m, reported))
         for t_no, (message, commands) in enumerate(turns):
             last_of_iteration = t_no == len(turns) - 1
             actions, results, invocations = [], [], []
@@ -372,7 +373,7 @@ def task_steps(run_id: str, task: dict[str, Any], events: Optional[list[dict[str
                 step["thinking"] = thinking
             if t_no == 0 and _str(it.get("user_input")):
                 step["observation"] = {"user_input": it.get("user_input")}
-            step_tokens = tokens(_msg_usage(msg)) if message else (tokens(it.get("token_usage")) if len(turns) == 1 else None)
+            step_tokens = message_tokens(msg, reported) if message else (tokens(it.get("token_usage")) if len(turns) == 1 else None)
             if last_of_iteration and reconciliation and message:
                 # The iteration's residual tokens (billed, never surfaced as a message):
                 # kept on its last turn so the steps still add up to the iteration.
@@ -410,6 +411,17 @@ def _iterations(task: dict[str, Any]) -> list[dict[str, Any]]:
     """A task.json's turn records: `iterations`, or `turns`, the legacy name coder_eval still reads."""
     holder = task.get("iterations") if "iterations" in task else task.get("turns")
     return [it for it in _list(holder) if isinstance(it, dict)]
+
+
+def message_tokens(message: dict[str, Any], reported: bool) -> Optional[dict[str, Optional[int]]]:
+    """A transcript message's tokens. Its buckets sum to its turn's `token_usage` (the
+    token invariant of REPORT_SCHEMA.md); when the turn's usage is null the SDK surfaced
+    none, and the message's zeros are the buckets' defaults, not a count: unknown. A
+    message of such a turn that does carry tokens keeps them."""
+    counted = tokens(_msg_usage(message))
+    if counted is not None and not reported and not counted["total"]:
+        return None
+    return counted
 
 
 def _msg_usage(message: dict[str, Any]) -> dict[str, Any]:

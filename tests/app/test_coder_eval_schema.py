@@ -273,6 +273,14 @@ def test_token_usage_with_some_buckets_reads_the_others_as_zero_and_null_as_unkn
                                                   "cache_read_input_tokens": 100}))
     # no usage anywhere (total_token_usage and the turn's token_usage null): unknown, not 0
     write(root, task("null", total_token_usage=None, iterations=[dict(turns_of(1), token_usage=None, messages=[])]))
+    # the SDK surfaced no usage, but the transcript has its messages: their buckets are
+    # TranscriptMessage's defaults (0), which the token invariant ties to a null usage
+    zeros = [dict(message(f"turn {i}", [f"t{i}"]), input_tokens=0, output_tokens=0) for i in range(2)]
+    write(root, task("zeros", total_token_usage=None,
+                     iterations=[dict(turns_of(2), token_usage=None, messages=zeros)]))
+    # ... and a message that does carry tokens keeps them (10 + 5, message()'s defaults)
+    write(root, task("counted", total_token_usage=None,
+                     iterations=[dict(turns_of(2), token_usage=None, messages=[zeros[0], message("turn 1", ["t1"])])]))
     assert ingest(root).errors == []
     some = api_run(client, "tok/v/some/00")["run"]
     assert (some["tokens_input"], some["tokens_output"], some["tokens_total"], some["tokens_cache_read"],
@@ -281,6 +289,11 @@ def test_token_usage_with_some_buckets_reads_the_others_as_zero_and_null_as_unkn
     assert (legacy["tokens_input"], legacy["tokens_total"], legacy["tokens_cache_read"]) == (130, 142, 100)
     null = api_run(client, "tok/v/null/00")["run"]
     assert (null["tokens_total"], null["tokens_cache_read"], null["cost_usd"]) == (None, None, None)
+    zeros = api_run(client, "tok/v/zeros/00")["run"]
+    assert (zeros["steps"], zeros["tokens_input"], zeros["tokens_output"], zeros["tokens_total"]) == (2, None, None, None)
+    assert [s["tokens"] for s in steps_of(client, "tok/v/zeros/00")] == [{"input": None, "output": None, "total": None}] * 2
+    counted = api_run(client, "tok/v/counted/00")["run"]
+    assert (counted["tokens_input"], counted["tokens_output"], counted["tokens_total"]) == (10, 5, 15)
 
 
 # -- cost: the whole bill, and when it is a floor ------------------------------------------------

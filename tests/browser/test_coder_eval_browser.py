@@ -112,7 +112,8 @@ def test_the_overview_gives_coder_evals_own_pass_rate_by_task(live_server, page,
 def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, page, ingest, tmp_path):
     # Results written from coder_eval's documented schema (tests/app/test_coder_eval_schema):
     # a field of the wrong type is said on its run's page; a TIMEOUT's cost is a lower
-    # bound; an agent that surfaces no messages has the 3 turns coder_eval counted; a night
+    # bound; an agent that surfaces no messages has the 3 turns coder_eval counted; one that
+    # surfaced no usage has no tokens (not 0); a night
     # whose every task errored without a score, none ungraded, is coder_eval's 0%.
     from tests.app.test_coder_eval_schema import command, task, turns_of, write
 
@@ -124,6 +125,11 @@ def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, pa
              "assistant_turn_count": 3, "messages": [], "commands": [command("a", 0), command("b", 2)],
              "token_usage": turns_of(1)["token_usage"]}
     write(root, task("quiet", iterations=[quiet]))
+    # the SDK surfaced no usage: the messages' zero buckets are defaults, so tokens are unknown
+    mute = dict(quiet, token_usage=None, messages=[
+        {"role": "assistant", "content_blocks": [{"block_type": "text", "text": "hi"}], "tool_use_ids": [],
+         "input_tokens": 0, "output_tokens": 0, "cache_creation_tokens": 0, "cache_read_tokens": 0}])
+    write(root, task("mute", iterations=[mute], total_token_usage=None))
     for name in ("e1", "e2"):
         write(root, task(name, variant="infra", status="ERROR", score=None, success_criteria_results=[]))
     assert ingest(root).errors == []
@@ -140,6 +146,9 @@ def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, pa
 
     page.goto(live_server.url + "/runs/" + quote("crafted/v/quiet/00", safe=""))
     assert page.locator("#steps article.step").count() == 3
+
+    page.goto(live_server.url + "/runs/" + quote("crafted/v/mute/00", safe=""))
+    assert page.locator(".run-head .run-tokens").inner_text() == "—"
 
     page.goto(live_server.url + "/")
     row = page.locator("tr.variant-row[data-variant='infra']")
