@@ -70,21 +70,26 @@ def variant_figures(counts: dict[str, Any], costs: list[float]) -> dict[str, Any
     }
 
 
-def task_figures(tasks: list[tuple[int, int]], *, measured: bool = True) -> dict[str, Any]:
-    """A variant's figures by task, from (decided replicates, passed replicates) per task.
+def task_figures(tasks: list[tuple[int, int, int]], *, measured: bool = True) -> dict[str, Any]:
+    """A variant's figures by task, from (decided, passed, errored replicates) per task.
 
     coder_eval's variant.json counts a task once however many replicates it ran (its
-    `pass_rate` is per task there, per replicate in run.json). A task passes when every
-    decided replicate passed and fails when none did; a task whose replicates disagree is
-    *mixed* and counted in neither (no documented rule picks one of its verdicts).
+    `pass_rate` is per task there, per replicate in run.json), each in one of its status
+    categories: `tasks_succeeded`, `tasks_failed`, `tasks_error`. A task passes when every
+    decided replicate passed; one that no replicate passed is an error when every one
+    errored and a failure otherwise; a task whose replicates disagree on passing is
+    *mixed* and counted in none (no documented rule picks one of its verdicts). An error
+    is decided, as in coder_eval's rate (it counts as 0.0).
     `measured`: False when the variant's run-level rate has nothing to be a fraction of
     (`pass_rate`: ungraded runs and no measured verdict); the rate by task has none either,
     as coder_eval's VariantAggregate applies the one rule to both."""
-    passed = sum(1 for d, p in tasks if d and p == d)
-    failed = sum(1 for d, p in tasks if d and p == 0)
-    mixed = sum(1 for d, p in tasks if d and 0 < p < d)
-    return {"tasks": len(tasks), "tasks_passed": passed, "tasks_failed": failed, "tasks_mixed": mixed,
-            "task_pass_rate": passed / (passed + failed) if passed + failed and measured else None}
+    passed = sum(1 for d, p, _e in tasks if d and p == d)
+    errored = sum(1 for d, p, e in tasks if d and p == 0 and e == d)
+    failed = sum(1 for d, p, e in tasks if d and p == 0 and e < d)
+    mixed = sum(1 for d, p, _e in tasks if d and 0 < p < d)
+    decided = passed + failed + errored
+    return {"tasks": len(tasks), "tasks_passed": passed, "tasks_failed": failed, "tasks_error": errored,
+            "tasks_mixed": mixed, "task_pass_rate": passed / decided if decided and measured else None}
 
 
 def sort_experiments(experiments: list[dict[str, Any]]) -> list[dict[str, Any]]:

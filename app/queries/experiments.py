@@ -49,12 +49,12 @@ def _overview(session: Session) -> dict[str, Any]:
         costs.setdefault((e, v), []).append(float(c))
         if floor:
             floors[(e, v)] = floors.get((e, v), 0) + 1
-    by_task: dict[tuple, list[tuple[int, int]]] = {}
+    by_task: dict[tuple, list[tuple[int, int, int]]] = {}
     decided_runs = _count(RUNS.c.verdict.in_(("pass", "fail", "error")))
-    for e, v, d, p in session.execute(select(RUNS.c.experiment, RUNS.c.variant, decided_runs,
-                                             _count(RUNS.c.verdict == "pass"))
-                                      .group_by(RUNS.c.experiment, RUNS.c.variant, RUNS.c.task_id)):
-        by_task.setdefault((e, v), []).append((int(d or 0), int(p or 0)))
+    for e, v, d, p, x in session.execute(select(RUNS.c.experiment, RUNS.c.variant, decided_runs,
+                                                _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "error"))
+                                         .group_by(RUNS.c.experiment, RUNS.c.variant, RUNS.c.task_id)):
+        by_task.setdefault((e, v), []).append((int(d or 0), int(p or 0), int(x or 0)))
     failing: dict[tuple, list[dict[str, Any]]] = {}
     for run in failures.failing_run_reasons(session, conds=[]):
         failing.setdefault((run["experiment"], run["variant"]), []).append(run)

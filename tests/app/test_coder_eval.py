@@ -289,7 +289,8 @@ def test_each_variant_totals_equal_experiment_json(real, client):
     shown = {v["variant"]: v for e in client.get("/api/experiments").json()["experiments"] for v in e["variants"]}
     for variant, agg in exp["variant_aggregates"].items():
         v = shown[variant]
-        assert (v["tasks"], v["tasks_passed"], v["tasks_mixed"]) == (agg["tasks_run"], agg["tasks_succeeded"], 0)
+        assert (v["tasks"], v["tasks_passed"], v["tasks_failed"], v["tasks_error"], v["tasks_mixed"]) == (
+            agg["tasks_run"], agg["tasks_succeeded"], agg["tasks_failed"], agg["tasks_error"], 0)
         assert v["task_pass_rate"] == pytest.approx(agg["pass_rate"])
 
 
@@ -640,7 +641,9 @@ def test_an_execute_night_that_measured_nothing_has_no_pass_rate(ingest, client,
     variant = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
     assert (variant["decided"], variant["pass_rate"], variant["interval"]) == (3, None, None)
     # by task too (variant.json's pass_rate is per task, under the same rule): not 0 of 3
-    assert (variant["tasks_failed"], variant["task_pass_rate"]) == (3, None)
+    # by REPORT_SCHEMA.md's FinalStatus table: TOKEN_BUDGET_EXCEEDED and TIMEOUT are failed,
+    # ERROR is error (variant.json's tasks_failed and tasks_error)
+    assert (variant["tasks_failed"], variant["tasks_error"], variant["task_pass_rate"]) == (2, 1, None)
     from tests.app.parsed_html import one, page, text
     assert text(one(page(client.get("/").text), ".not-measured")) == "— not measured: none of its 3 graded runs was scored"
     # one scored run is a measurement: 0 of 4 graded then is a 0% pass rate
@@ -652,7 +655,8 @@ def test_an_execute_night_that_measured_nothing_has_no_pass_rate(ingest, client,
     stats = client.get("/api/runs").json()["stats"]
     assert (stats["graded"], stats["measured"], stats["pass_rate"]) == (4, 1, 0.0)
     variant = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
-    assert (variant["pass_rate"], variant["tasks_failed"], variant["task_pass_rate"]) == (0.0, 4, 0.0)
+    assert (variant["pass_rate"], variant["tasks_failed"], variant["tasks_error"], variant["task_pass_rate"]) == (
+        0.0, 3, 1, 0.0)
 
 
 def task_jsons(root: Path, variant: str, statuses: dict[str, str]) -> None:

@@ -176,18 +176,22 @@ def test_runs_without_an_experiment_or_variant_link_to_just_those_runs(tmp_path,
 
 
 @pytest.mark.parametrize(("tasks", "expected"), [
-    # (decided replicates, passed replicates) per task
-    ([(2, 2), (1, 0), (1, 1)], (3, 2, 1, 0, 2 / 3)),
-    ([(2, 1), (1, 1)], (2, 1, 0, 1, 1.0)),      # the disagreeing task counts for neither side
-    ([(0, 0), (2, 0)], (2, 0, 1, 0, 0.0)),      # a task with nothing decided counts for neither
-    ([(3, 1)], (1, 0, 0, 1, None)),
+    # (decided, passed, errored replicates) per task -> tasks, passed, failed, error, mixed, rate
+    ([(2, 2, 0), (1, 0, 0), (1, 1, 0)], (3, 2, 1, 0, 0, 2 / 3)),
+    ([(2, 1, 0), (1, 1, 0)], (2, 1, 0, 0, 1, 1.0)),      # the disagreeing task counts for no side
+    ([(0, 0, 0), (2, 0, 0)], (2, 0, 1, 0, 0, 0.0)),      # a task with nothing decided counts for none
+    ([(3, 1, 2)], (1, 0, 0, 0, 1, None)),
+    # an error is decided and not passed (coder_eval's 0.0), in its own category: 1 of 3
+    ([(1, 1, 0), (1, 0, 1), (2, 0, 2)], (3, 1, 0, 2, 0, 1 / 3)),
+    ([(2, 0, 1)], (1, 0, 1, 0, 0, 0.0)),                 # a failure and an error: not every one errored
 ])
 def test_figures_by_task_count_each_task_once(tasks, expected):
     f = overview.task_figures(tasks)
-    assert (f["tasks"], f["tasks_passed"], f["tasks_failed"], f["tasks_mixed"], f["task_pass_rate"]) == expected
+    assert (f["tasks"], f["tasks_passed"], f["tasks_failed"], f["tasks_error"], f["tasks_mixed"],
+            f["task_pass_rate"]) == expected
 
 
 def test_figures_by_task_have_no_rate_when_the_variant_measured_nothing():
     # the tasks are still counted; only the rate, which would read 0 of 2, is withheld
-    f = overview.task_figures([(1, 0), (2, 0)], measured=False)
+    f = overview.task_figures([(1, 0, 0), (2, 0, 0)], measured=False)
     assert (f["tasks"], f["tasks_failed"], f["task_pass_rate"]) == (2, 2, None)
