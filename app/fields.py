@@ -32,11 +32,14 @@ from .secrets import Masker, cut_point, is_secret_key
 #: Longest string value answered in one piece; longer ones stream.
 FIELD_INLINE_CHARS = 256 * 1024
 _BIG_RECORDS = threading.BoundedSemaphore(1)
+#: How long a field lookup waits for the large-record gate before answering 503: a reader
+#: that never finishes (a stalled stream) must not hold every later lookup's thread.
+GATE_WAIT_S = 10.0
 
 
 class _NoGate:
-    def acquire(self) -> None:
-        pass
+    def acquire(self, timeout: Optional[float] = None) -> bool:
+        return True
 
     def release(self) -> None:
         pass

@@ -208,7 +208,9 @@ def _field(request: Request, session, row: dict[str, Any], *, step: Optional[int
     on its own is still a password.
     """
     gate = fields.gate_for(session, run_pk=row["pk"], step=step, event=event)
-    gate.acquire()
+    if not gate.acquire(timeout=fields.GATE_WAIT_S):
+        raise BoardError("another large step record is being read: try again in a moment", status=503)
+    handed = False  # respond_long releases the gate itself, once its answer is sent
     try:
         try:
             key_path = parse_pointer(path)
@@ -220,11 +222,11 @@ def _field(request: Request, session, row: dict[str, Any], *, step: Optional[int
         data = {"run_id": row["run_id"], "step": step, "path": path, "event": event, "value": value}
         if not fields.is_long(value):
             return respond(request, "field.html", data, fragment="_field.html", value_path=("value", key_path))
-        response = fields.respond_long(request, data, key_path, release=gate.release)
-    except BaseException:
-        gate.release()
-        raise
-    return response
+        handed = True
+        return fields.respond_long(request, data, key_path, release=gate.release)
+    finally:
+        if not handed:
+            gate.release()
 
 
 @router.get("/runs/{run_id:runid}/live", include_in_schema=False)

@@ -94,3 +94,36 @@ def test_the_html_export_shows_the_preview_and_the_jsonl_export_the_whole_record
     lines = client.get("/runs/big/export.jsonl").text.splitlines()
     step0 = orjson.loads(lines[1])
     assert len(step0["observation"]) == len(client.value) - 2 * (len(KEY) - len("[secret masked: aws-access-key …MPLE]"))
+
+
+def test_a_short_field_of_a_large_record_gives_the_gate_back(client, monkeypatch):
+    # A large record is read one lookup at a time; a value short enough to answer whole
+    # (here the step's decision, a dict) used to keep the gate, and the next lookup of any
+    # large record then waited forever. The wait is bounded too, so a regression is a 503.
+    from qita_board import fields
+
+    monkeypatch.setattr(fields, "GATE_WAIT_S", 0.5)
+    for _ in range(3):
+        r = client.get("/api/runs/big/steps/0/field", params={"path": "/decision"})
+        assert (r.status_code, r.json()["value"]) == (200, {"rationale": "short"})
+        r = client.get("/runs/big/steps/0/field", params={"path": "/decision/rationale"},
+                       headers={"hx-request": "true"})
+        assert r.status_code == 200 and "short" in shown(one(r.text, "pre"))
+    for path in ("/nothing", "~bad"):  # a lookup that fails gives it back as well
+        assert client.get("/api/runs/big/steps/0/field", params={"path": path}).status_code in (400, 404)
+    assert client.get("/api/runs/big/steps/0/field", params={"path": "/observation"}).json()["value"] != ""
+    assert fields._BIG_RECORDS.acquire(timeout=0)  # nothing holds it now
+    fields._BIG_RECORDS.release()
+
+
+def test_a_lookup_that_waits_too_long_for_the_gate_is_told_to_try_again(client, monkeypatch):
+    from qita_board import fields
+
+    monkeypatch.setattr(fields, "GATE_WAIT_S", 0.05)
+    assert fields._BIG_RECORDS.acquire(timeout=0)
+    try:
+        r = client.get("/api/runs/big/steps/0/field", params={"path": "/decision"})
+    finally:
+        fields._BIG_RECORDS.release()
+    assert r.status_code == 503
+    assert r.json()["error"] == "another large step record is being read: try again in a moment"

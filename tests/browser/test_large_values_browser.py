@@ -27,3 +27,27 @@ def test_a_long_value_opens_whole_on_its_own_page(ingest, tmp_path, live_server,
     assert KEY not in page.content()
     assert text.count("line of output") == 200_000
     assert page.errors == []
+
+
+def test_show_all_works_on_every_value_of_a_large_step_one_after_another(ingest, tmp_path, live_server, page):
+    # A record over the large-record mark (256 KiB) whose "show all" values (the observation,
+    # a dict, and the raw record) are answered whole. The first used to keep the
+    # one-at-a-time gate of large records, so the second never answered (nor any later one:
+    # the board ran out of threads).
+    # (no spaces: the preview cuts a string at a word when it can, here at 16 KiB)
+    parts = {name: f"{name}-" + "x" * 100_000 + f"-end-of-{name}" for name in ("alpha", "beta", "gamma")}
+    ingest(write_jsonl(tmp_path / "t.jsonl", [
+        {"type": "run_start", "run_id": "wide", "ts": "2025-01-01T00:00:00Z"},
+        {"type": "step", "run_id": "wide", "step": 0, "observation": parts},
+    ]))
+    page.goto(live_server.url + "/runs/wide")
+    step = page.locator("#step-0")
+    step.locator("details.raw > summary").click()
+    buttons = step.get_by_role("button", name="show all")
+    assert buttons.count() == 2
+    for left in (1, 0):
+        buttons.first.click()
+        page.wait_for_function("n => document.querySelectorAll('#step-0 button.more').length === n", arg=left)
+    shown = step.inner_text()
+    assert all(shown.count(f"-end-of-{name}") == 2 for name in parts)  # the observation, and in the raw record
+    assert page.errors == []
