@@ -18,6 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 SCHEMA_ID = "qita.trace/1"
 
+#: The integers a reader's database holds: step indexes, counts and replicates in a 32-bit
+#: column (PostgreSQL's integer), tokens in a 64-bit one (SQLite's and PostgreSQL's bigint).
+#: A value past them is invalid here, like a wrong type (a key field rejects its line, any
+#: other field is dropped with a warning), instead of failing the database write: that
+#: lost the file's good lines with it.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
+Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+
 #: Stop reasons named by the contract. Any other string is kept and shown as unknown.
 STOP_REASONS = (
     "success",
@@ -87,18 +97,18 @@ class Budget(_Model):
     token buckets the token caps count; absent means every bucket.
     """
 
-    max_steps: Optional[int] = None
+    max_steps: Optional[Int32] = None
     max_runtime_seconds: Optional[float] = None
-    max_tokens: Optional[int] = None
-    max_input_tokens: Optional[int] = None
-    max_output_tokens: Optional[int] = None
+    max_tokens: Optional[Int64] = None
+    max_input_tokens: Optional[Int64] = None
+    max_output_tokens: Optional[Int64] = None
     max_cost_usd: Optional[float] = None
     tokens_counted: Optional[list[Literal["uncached_input", "cache_read", "cache_write", "output"]]] = None
     #: "iteration": `max_steps` caps each agent call of the run, not the run (coder_eval's
     #: max_turns); absent means the run.
     max_steps_scope: Optional[Literal["run", "iteration"]] = None
     #: With the scope "iteration": the steps of the longest agent call, what the cap measures.
-    steps_longest_iteration: Optional[int] = None
+    steps_longest_iteration: Optional[Int32] = None
 
 
 class CriterionSpec(_Model):
@@ -136,11 +146,11 @@ class Tokens(_Model):
     cache, so uncached input is `input - cache_read - cache_write` and `total` is
     `input + output`: each token counted once."""
 
-    input: Optional[int] = None
-    output: Optional[int] = None
-    total: Optional[int] = None
-    cache_read: Optional[int] = None
-    cache_write: Optional[int] = None
+    input: Optional[Int64] = None
+    output: Optional[Int64] = None
+    total: Optional[Int64] = None
+    cache_read: Optional[Int64] = None
+    cache_write: Optional[Int64] = None
 
 
 class Action(_Model):
@@ -185,7 +195,7 @@ class RunStart(_Record):
     task_id: Optional[str] = None
     experiment: Optional[str] = None
     variant: Optional[str] = None
-    replicate: int = 0
+    replicate: Int32 = 0
     objective: Optional[str] = None
     agent: Optional[str] = None
     model: Optional[str] = None
@@ -205,7 +215,7 @@ class StepRecord(_Record):
     """One executed step, with every critic output."""
 
     type: Literal["step"] = "step"
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=INT32_MAX)
     ts: Optional[str] = None
     duration_s: Optional[float] = None
     observation: Any = None
@@ -227,7 +237,7 @@ class EventRecord(_Record):
     """An engine phase event (INIT, DECIDE, ACT, REDUCE, CRITIC, CHECK_STOP, END, ...)."""
 
     type: Literal["event"] = "event"
-    step: Optional[int] = None
+    step: Optional[Int32] = None
     phase: str
     ok: Optional[bool] = None
     payload: Any = None
@@ -244,7 +254,7 @@ class CriterionRecord(_Record):
     passed: Optional[bool] = None
     details: Any = None
     live_verdict: Optional[LiveVerdict] = None
-    decided_at_step: Optional[int] = None
+    decided_at_step: Optional[Int32] = None
 
 
 class EarlyStopRecord(_Record):
@@ -254,10 +264,10 @@ class EarlyStopRecord(_Record):
     reason: Optional[str] = None
     deciding_criterion: Optional[str] = None
     armed_criteria: list[str] = Field(default_factory=list)
-    step: Optional[int] = None
-    tool_call_index: Optional[int] = Field(None, description="1-based")
+    step: Optional[Int32] = None
+    tool_call_index: Optional[Int32] = Field(None, description="1-based")
     elapsed_s: Optional[float] = None
-    turns_remaining: Optional[int] = None
+    turns_remaining: Optional[Int32] = None
     gate_threshold: Optional[float] = Field(None, description="score the armed criteria had to reach together")
 
 
@@ -275,8 +285,8 @@ class RunEnd(_Record):
     verdict_reason: Optional[str] = Field(None, description="why the recorded verdict is what it is")
     source_status: Optional[str] = Field(None, description="the producer's own terminal status, as written")
     score: Optional[float] = Field(None, description="the producer's overall score, e.g. a weighted criteria score")
-    steps: Optional[int] = None
-    tool_calls: Optional[int] = None
+    steps: Optional[Int32] = None
+    tool_calls: Optional[Int32] = None
     tokens: Optional[Tokens] = None
     cost_usd: Optional[float] = Field(None, description="the whole bill")
     agent_cost_usd: Optional[float] = Field(None, description="the agent's slice of cost_usd")

@@ -16,7 +16,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 import orjson
 from pydantic import ValidationError
 
-from qita.format import LIVE_VERDICTS, RECORD_MODELS
+from qita.format import INT32_MAX, INT64_MAX, LIVE_VERDICTS, RECORD_MODELS
 
 BOM = b"\xef\xbb\xbf"
 #: Blank bytes skipped in one go before the reader yields (see iter_items).
@@ -271,7 +271,7 @@ def _fast_step(v: dict[str, Any]) -> bool:
     # several critic outputs and actions (the helpers cost a third of its time, measured).
     get = v.get
     step = get("step")
-    if type(step) is not int or step < 0:
+    if type(step) is not int or step < 0 or step > INT32_MAX:
         return False
     x = get("ts")
     if x is not None and type(x) is not str:
@@ -328,7 +328,7 @@ def _fast_step(v: dict[str, Any]) -> bool:
             return False
         for key in ("input", "output", "total", "cache_read", "cache_write"):
             x = t.get(key)
-            if x is not None and type(x) is not int:
+            if x is not None and (type(x) is not int or not -INT64_MAX <= x <= INT64_MAX):
                 return False
     lv = get("live_verdicts")
     if lv is not None and not (type(lv) is dict and all(x in LIVE_VERDICTS for x in lv.values())):
@@ -341,7 +341,8 @@ def _fast_event(v: dict[str, Any]) -> bool:
     step = v.get("step")
     ok = v.get("ok")
     ts = v.get("ts")
-    return (type(v.get("phase")) is str and (step is None or type(step) is int) and (ok is None or type(ok) is bool)
+    return (type(v.get("phase")) is str and (step is None or (type(step) is int and -INT32_MAX <= step <= INT32_MAX))
+            and (ok is None or type(ok) is bool)
             and (ts is None or type(ts) is str))
 
 

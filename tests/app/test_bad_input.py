@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import subprocess
 import sys
@@ -177,6 +178,32 @@ CASES: list[Case] = [
          lambda: lines(start("nul", objective="a\u0000b"), b'{"type":"step","run_id":"x\\u0000y","step":0}',
                        rec({"type": "step", "run_id": "nul", "step": 0, "observation": {"k\u0000": "v\u0000"}})),
          errors=[(2, "field 'run_id': must not contain the NUL character (\\u0000)")], runs={"nul": [0]}),
+    # Integers past what the database columns hold (32 bits for steps and counts, 64 for
+    # tokens): the SQLite write failed on them and lost the file's good lines with it. A
+    # step index out of range rejects its line; any other such field is dropped, with a
+    # warning. orjson reads an integer past 64 bits as a float, which pydantic's message names.
+    Case("integers_out_of_range", "bigint.jsonl",
+         lambda: lines(start("big", replicate=2**31), step("big", 0),
+                       rec({"type": "step", "run_id": "big", "step": 2**63}),
+                       b'{"type":"step","run_id":"big","step":18446744073709551616}',
+                       rec({"type": "step", "run_id": "big", "step": 1, "tokens": {"input": 2**63, "output": 1}}),
+                       rec({"type": "event", "run_id": "big", "step": 2**31, "phase": "ACT"}),
+                       json.dumps({"type": "run_end", "run_id": "big", "status": "completed", "steps": 2**63 - 1,
+                                   "tokens": {"total": -(2**63) - 1}}).encode(),  # past what orjson writes
+                       step("big", 2)),
+         errors=[(3, "field 'step': Input should be less than or equal to 2147483647"),
+                 (4, "field 'step': Unable to parse input string as an integer, exceeded maximum size")],
+         warnings=[(1, "field 'replicate': Input should be less than or equal to 2147483647; value ignored, "
+                       "the rest of the record kept"),
+                   (5, "field 'tokens.input': Input should be less than or equal to 9223372036854775807; value "
+                       "ignored, the rest of the record kept"),
+                   (6, "field 'step': Input should be less than or equal to 2147483647; value ignored, the rest "
+                       "of the record kept"),
+                   (7, "field 'steps': Input should be less than or equal to 2147483647; value ignored, the rest "
+                       "of the record kept"),
+                   (7, "field 'tokens.total': Unable to parse input string as an integer, exceeded maximum size; "
+                       "value ignored, the rest of the record kept")],
+         runs={"big": [0, 1, 2]}),
     Case("records_before_run_start", "early.jsonl",
          lambda: lines(step("e", 0), step("e", 1), end("e"), start("e", objective="late start")),
          runs={"e": [0, 1]}),
