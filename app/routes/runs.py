@@ -13,7 +13,7 @@ from ..deps import RunDep, RunRowDep, SessionDep, SettingsDep
 from ..errors import BoardError
 from ..queries import live, run_detail, run_list
 from ..queries.pointers import MAX_POINTER_CHARS, parse_pointer
-from ..render import JSONResponse, respond, wants_json
+from ..render import JSONResponse, is_htmx, respond, wants_json
 from ..run_view import public, run_header
 from ..urls import encode_run_id
 
@@ -236,6 +236,9 @@ def run_live(request: Request, session: SessionDep, settings: SettingsDep, found
              after: Annotated[Optional[int], Query(ge=-1, le=100_000_000, description="last step the page shows")] = None,
              only: OnlyDep = None) -> Any:
     """Polled by an open run page: 204 while nothing changed, else the new header and steps."""
+    if not is_htmx(request) and not wants_json(request):
+        # the poll answers a fragment of the run page; opened by itself, that page is the answer
+        return RedirectResponse(f"/runs/{encode_run_id(found['run_id'])}", status_code=303)
     if found["stamp"] == stamp:
         return Response(status_code=204)
     kinds = _kinds(only)

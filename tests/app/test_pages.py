@@ -223,7 +223,11 @@ def test_live_poll_answers_204_until_the_run_changes(tmp_path, ingest, client):
     stamp = client.get("/api/runs/lv").json()["live"]["stamp"]
     if client.get("/api/runs/lv").json()["run"]["state"] == "running":
         assert one(html, "#live")["hx-trigger"] == "every 2000ms"
-    assert client.get(f"/runs/lv/live?stamp={stamp}").status_code == 204
+    assert client.get(f"/runs/lv/live?stamp={stamp}", headers={"HX-Request": "true"}).status_code == 204
+    assert client.get(f"/api/runs/lv/live?stamp={stamp}").status_code == 204
+    # opened by itself (a link, a reload), the poll's URL is the run page it is a part of
+    plain = client.get(f"/runs/lv/live?stamp={stamp}", follow_redirects=False)
+    assert (plain.status_code, plain.headers["location"]) == (303, "/runs/lv")
     write_jsonl(path, run_records("lv", steps=3))   # a third step and the run_end
     assert ingest(path).ok
     frag = client.get("/runs/lv/live", params={"stamp": stamp, "after": 1}, headers={"HX-Request": "true"})

@@ -141,6 +141,10 @@ def test_run_written_while_open_updates_live_then_stops(browser, tmp_path):
         page.wait_for_timeout(1500)          # three poll intervals: none may happen now
         assert not [u for u in requests if "/live" in u]
         assert page.locator("#step-0 details.raw").get_attribute("open") is not None
+        # the poll's URL opened by itself (copied from the network panel, say) is the run page
+        page.goto(server.url + "/runs/live-1/live?stamp=x")
+        assert page.url == server.url + "/runs/live-1"
+        assert page.locator("#step-1").count() == 1
         assert errors == []
     finally:
         page.close()
