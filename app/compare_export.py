@@ -11,10 +11,11 @@ from __future__ import annotations
 import csv
 import io
 from typing import Any, Optional
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from .compare import MEASURES
 from .compare_flags import FLAG_LABELS
+from .urls import run_path
 from .words import plural
 
 # Enough to keep trace text inert: no emphasis, code, link, table cell, strike or HTML tag
@@ -51,7 +52,7 @@ def _verdict(side: dict[str, Any]) -> str:
 
 
 def _run_link(base: str, run_id: str) -> str:
-    return f"{base}/runs/{quote(run_id, safe='')}"
+    return base + run_path(run_id)
 
 
 def markdown(data: dict[str, Any], *, base_url: str, label_a: str, label_b: str, description: str) -> str:

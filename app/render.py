@@ -21,7 +21,7 @@ from .compare_flags import FLAG_LABELS
 from .paths import TEMPLATES
 from .queries.pointers import make_pointer
 from .secrets import PAGE_MAX_CHARS, Masker
-from .urls import encode_run_id
+from .urls import encode_run_id, run_path
 
 
 class JSONResponse(Response):
@@ -75,7 +75,7 @@ def make_templates() -> Jinja2Templates:
         suggested_pair=present.suggested_pair,
         truncate=present.truncate,
         urlencode=query_string,
-        run_url=lambda run_id, suffix="": f"/runs/{encode_run_id(run_id)}{suffix}",
+        run_url=run_path,
         ptr=make_pointer,
     )
     # Compiled now rather than on each page's first view: the compare page and its

@@ -24,6 +24,11 @@ def encode_run_id(run_id: str) -> str:
     return quote(run_id, safe="")
 
 
+def run_path(run_id: str, suffix: str = "") -> str:
+    """The path of a run's page (or of `suffix` under it): every link to a run is made here."""
+    return f"/runs/{encode_run_id(run_id)}{suffix}"
+
+
 def decode_run_id(segment: str) -> str:
     """The run id in a URL path segment (inverse of encode_run_id; plain percent-encoding works too)."""
     if segment.startswith(B64_PREFIX):

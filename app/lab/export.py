@@ -4,10 +4,11 @@ dict as the page; trace text made inert with compare's escaping (`compare_export
 from __future__ import annotations
 
 from typing import Any, Optional
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from ..compare import MEASURES
 from ..compare_export import md
+from ..urls import run_path
 from ..words import plural
 
 
@@ -73,7 +74,7 @@ def markdown(data: dict[str, Any], *, base_url: str) -> str:
     if flipped:
         lines += ["", "| run | simulated | recorded | stopped at | why |", "|---|---|---|---|---|"]
         for p in flipped:
-            link = f"{base}/runs/{quote(p['run_id'], safe='')}"
+            link = base + run_path(p["run_id"])
             at = f"step {p['sim']['stop_step']}" if p["sim"]["cut"] else "its end"
             lines.append(f"| [{md(p['task_id'])}#{p['replicate']}]({link}) | {md(p['a']['verdict'])} | "
                          f"{md(p['b']['verdict'])} | {at} | {md(p['sim']['verdict_reason'] or '')} |")

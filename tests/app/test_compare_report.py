@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -297,3 +298,19 @@ def test_a_restarted_board_reads_the_comparison_from_disk(settings, grp, monkeyp
         again = c.get("/api/compare", params={**BASE, "group": "tag"}).json()
     assert again["summary"] == first["summary"] and again["grouped"] == first["grouped"]
     assert again["pairs"] == first["pairs"]
+
+
+def test_markdown_links_open_the_run_they_name_whatever_its_id(client, ingest, tmp_path):
+    # ".." and "." as a path segment are resolved away by every browser, and "~~Li4" is how
+    # the board writes ".." in a URL: the links must be the board's own encoding of each id
+    # (app.urls), which a disagreeing pair lists with links to both of its runs.
+    ids = {"..": ".", "~~Li4": "x y/z"}
+    recs = []
+    for a, b in ids.items():
+        recs += run(a, f"task-{a}", "smoke", 0, verdict="pass", steps=1, scenario="z", tags=[])
+        recs += run(b, f"task-{a}", "e2e", 0, verdict="fail", steps=2, scenario="z", tags=[])
+    ingest(write_jsonl(tmp_path / "ids.jsonl", recs))
+    text = client.get("/api/compare", params={"experiment": "grp", "a": "smoke", "b": "e2e", "format": "md"}).text
+    links = re.findall(r"\]\(http://127\.0\.0\.1(/runs/[^)]*)\)", text)
+    assert links == ["/runs/~~Li4", "/runs/~~Lg", "/runs/~~fn5MaTQ", "/runs/x%20y%2Fz"]
+    assert [client.get("/api" + link).json()["run"]["run_id"] for link in links] == ["..", ".", "~~Li4", "x y/z"]
