@@ -26,7 +26,7 @@ from ..errors import BoardError
 from ..models import RUNS
 from ..queries import comparison as compare_queries
 from ..queries.cache import data_cached, data_version
-from ..queries.run_list import RunFilters, run_conditions
+from ..queries.run_list import NONE_VALUE, RunFilters, run_conditions
 from . import calibration, frontier, validate
 from . import queries as lq
 from .index import lab_version, pending_count
@@ -75,13 +75,17 @@ def default_filters(session: Session, filters: RunFilters) -> tuple[RunFilters, 
 
 
 def _check_names(session: Session, filters: RunFilters) -> None:
-    if filters.experiment and not compare_queries.group_exists(session, group=compare.Group("experiment", filters.experiment)):
-        raise notfound.missing_groups(session, kind="experiment", asked={"experiment": filters.experiment},
-                                      missing=[filters.experiment])
-    if filters.experiment and filters.variant and not compare_queries.group_exists(
-            session, group=compare.Group("variant", filters.variant, filters.experiment)):
-        raise notfound.missing_groups(session, kind="variant", asked={"variant": filters.variant},
-                                      missing=[filters.variant], experiment=filters.experiment)
+    # "(none)" picks the runs without an experiment or variant, as on the runs list (whose
+    # lab link carries it): it names no group to look for
+    experiment = None if filters.experiment == NONE_VALUE else filters.experiment
+    variant = None if filters.variant == NONE_VALUE else filters.variant
+    if experiment and not compare_queries.group_exists(session, group=compare.Group("experiment", experiment)):
+        raise notfound.missing_groups(session, kind="experiment", asked={"experiment": experiment},
+                                      missing=[experiment])
+    if experiment and variant and not compare_queries.group_exists(
+            session, group=compare.Group("variant", variant, experiment)):
+        raise notfound.missing_groups(session, kind="variant", asked={"variant": variant},
+                                      missing=[variant], experiment=experiment)
     if filters.tag and not compare_queries.group_exists(session, group=compare.Group("tag", filters.tag)):
         raise notfound.missing_groups(session, kind="tag", asked={"tag": filters.tag}, missing=[filters.tag])
 

@@ -71,6 +71,17 @@ def test_a_refused_arming_says_why(live_server, page, ingest, tmp_path):
     assert option.is_disabled() and "can decide only ['fail']" in option.get_attribute("title")
 
 
+def test_the_lab_link_of_runs_without_an_experiment_opens_the_lab(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "loose.jsonl", [
+        {"type": "run_start", "run_id": f"loose-{i}", "ts": "2026-01-01T00:00:00Z"} for i in range(2)])).ok
+    page.goto(f"{live_server.url}/runs?experiment=(none)")
+    page.locator("p.lab-link > a").click()
+    page.wait_for_url("**/lab?experiment=%28none%29")
+    assert page.locator("h1").inner_text().startswith("Policy lab")
+    assert page.locator(".error-message").count() == 0
+    assert page.errors == []
+
+
 def test_hostile_criterion_ids_and_tasks_run_no_script(live_server, page, ingest, tmp_path):
     evil = '<img src=x onerror=alert(1)><svg onload=alert(2)>'
     records = []

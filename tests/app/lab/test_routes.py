@@ -173,6 +173,21 @@ def test_a_set_naming_an_experiment_variant_or_tag_that_does_not_exist_is_a_404_
     assert r.status_code == 200 and r.json()["set"]["simulated"] == 0
 
 
+def test_the_runs_lists_link_for_runs_without_an_experiment_opens_their_set(demo, ingest, tmp_path):
+    # "(none)" is the runs list's filter for the runs without an experiment (or variant); the
+    # list's lab link carries it, and the lab answered it with "no experiment '(none)'"
+    ingest(write_jsonl(tmp_path / "loose.jsonl", [
+        {"type": "run_start", "run_id": f"loose-{i}", "ts": "2026-01-01T00:00:00Z"} for i in range(3)]))
+    runs = demo.get("/?experiment=(none)").text
+    (link,) = attrs(runs, "p.lab-link > a", "href")
+    assert link == "/lab?experiment=%28none%29"
+    r = demo.get("/api" + link)
+    assert r.status_code == 200 and r.json()["set"]["filters"] == {"experiment": "(none)"}
+    listed = demo.get("/api/runs", params={"experiment": "(none)"}).json()["count"]
+    assert listed == 3 == r.json()["set"]["runs"]
+    assert demo.get(f"/api/lab?experiment={EXPERIMENT}&variant=(none)").status_code == 200
+
+
 def test_an_informational_criterion_cannot_be_armed(tmp_path, ingest, client):
     records = []
     for i, verdict in enumerate(("pass", "fail")):
