@@ -45,7 +45,10 @@ def disposition(name: str, ext: str, *, fallback: str = "run") -> str:
     `_`); browsers use `filename*`, the name percent-encoded as UTF-8.
     """
     safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in name)[:120].strip(".") or fallback
-    return f"attachment; filename=\"{safe}.{ext}\"; filename*=UTF-8''{quote(name[:120], safe='')}.{ext}"
+    # Browsers drop a name's leading dots and spaces from `filename*` too: ".." saved as a
+    # file called "html", with no name and no extension.
+    whole = name[:120].strip(". ") or fallback
+    return f"attachment; filename=\"{safe}.{ext}\"; filename*=UTF-8''{quote(whole, safe='')}.{ext}"
 
 
 def reveal_for(request: Any) -> bool:

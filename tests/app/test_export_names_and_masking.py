@@ -62,6 +62,9 @@ def test_disposition_is_ascii_with_the_utf8_name_beside_it():
         "attachment; filename=\"__-1.jsonl\"; filename*=UTF-8''%E8%BF%90%E8%A1%8C-1.jsonl")
     # Arabic-Indic digits are alphanumeric but not ASCII; the space and slash are not kept either.
     assert disposition("a b/١", "html") == "attachment; filename=\"a_b__.html\"; filename*=UTF-8''a%20b%2F%D9%A1.html"
+    # a name of dots (a run id "..") saves under the fallback in both, never as ".html"
+    assert disposition("..", "html") == "attachment; filename=\"run.html\"; filename*=UTF-8''run.html"
+    assert disposition(" .x. ", "jsonl") == "attachment; filename=\"_.x._.jsonl\"; filename*=UTF-8''x.jsonl"
 
 
 @pytest.mark.parametrize("rid", ["تشغيل-الوكيل", "运行-試験-三", "run-🚀-😀", "Ünïcode ∑ mix"])

@@ -188,6 +188,18 @@ def test_export_html_opens_offline_with_no_request(live_server, page, ingest, tm
     context.close()
 
 
+@pytest.mark.parametrize(("run_id", "saved"), [("..", "run"), ("运行 1", "运行 1"), ("a/b", "a_b")])
+def test_exports_save_under_the_run_id(live_server, page, ingest, tmp_path, run_id, saved):
+    # Chromium's own reading of Content-Disposition: a run id of dots once saved as "html"
+    assert ingest(write_jsonl(tmp_path / "d.jsonl", run_records(run_id, steps=1))).ok
+    page.goto(live_server.url + "/runs")
+    page.get_by_role("link", name=run_id, exact=True).click()
+    for ext in ("html", "jsonl"):
+        with page.expect_download() as dl:
+            page.get_by_role("link", name=f"export {ext.upper()}").click()
+        assert dl.value.suggested_filename == f"{saved}.{ext}"
+
+
 @pytest.mark.parametrize("run_id", ["a/b/../c", "50% #1 ?x=y", "..", "ünï/cödé ✓"])
 def test_runs_with_unusual_ids_open(live_server, page, ingest, tmp_path, run_id):
     assert ingest(write_jsonl(tmp_path / "u.jsonl", run_records(run_id, steps=30))).ok
