@@ -211,5 +211,6 @@ def upload_result(report: IngestReport, received: Received) -> dict[str, Any]:
         "errors": [e.to_json() for e in errors],
         # Same shape as `errors` (and the CLI's report): {file, line, message}.
         "warnings": [w.to_json() for w in report.warnings],
-        "unchanged": not report.records and not errors,
+        # read before, not a file that holds no records (an empty file is not "nothing new")
+        "unchanged": report.known >= len(received.files) > 0 and not report.records and not errors,
     }

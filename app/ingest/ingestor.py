@@ -138,6 +138,8 @@ class IngestReport:
     missing: list[str] = field(default_factory=list)
     #: paths given that held nothing the board can read (their error is in `errors`)
     empty: list[str] = field(default_factory=list)
+    #: sources read before this call (an earlier pass saved where it stopped in them)
+    known: int = 0
 
     @property
     def ok(self) -> bool:
@@ -505,6 +507,8 @@ class Ingestor:
         else:
             st = src.stamp or os.stat(src.path)
             prev = self._source_row(src.key)
+        if prev is not None:
+            report.known += 1
         if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
             if self.progress:
                 self.progress(st.st_size)

@@ -47,6 +47,18 @@ def test_jsonl_upload_keeps_good_lines_and_names_bad_ones(client):
     assert run["verdict"] == "pass" and run["state"] == "finished"
 
 
+@pytest.mark.parametrize(("name", "data", "warnings"), [
+    ("zero.jsonl", b"", [{"file": "zero.jsonl", "line": None, "message": "empty file: no records"}]),
+    ("blank.jsonl", b"\n\r\n\n", []),
+])
+def test_a_first_upload_of_a_file_without_records_is_not_called_nothing_new(client, name, data, warnings):
+    # it was never uploaded before: "Nothing new … uploaded before" was not true of it
+    body = post(client, (name, data)).json()
+    assert (body["records"], body["unchanged"], body["errors"], body["warnings"]) == (0, False, [], warnings)
+    again = post(client, (name, data)).json()
+    assert (again["records"], again["unchanged"]) == (0, True)
+
+
 def test_same_file_twice_changes_nothing(client):
     first = post(client, ("runs.jsonl", GOOD)).json()
     before = client.get("/api/runs/up%2F1").json()

@@ -45,6 +45,26 @@ def test_upload_by_dropping_a_file(live_server, page):
     assert page.errors == []
 
 
+def test_a_file_of_blank_lines_says_it_holds_no_records_then_nothing_new(live_server, page):
+    for expected in ("#upload-no-records", "#upload-unchanged"):
+        page.goto(live_server.url + "/upload")
+        page.set_input_files("#files", files=[{"name": "blank.jsonl", "mimeType": "application/x-ndjson",
+                                                "buffer": b"\n\n\r\n"}])
+        page.get_by_role("button", name="Upload").click()
+        page.locator(".upload-result").wait_for()
+        shown = page.locator(".upload-result p.muted").first
+        assert shown.get_attribute("id") == expected[1:]
+    assert page.locator("#upload-unchanged").inner_text() == (
+        "Nothing new: these files were uploaded before with the same content.")
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "other-blank.jsonl", "mimeType": "application/x-ndjson",
+                                            "buffer": b"\n"}])
+    page.get_by_role("button", name="Upload").click()
+    assert page.locator("#upload-no-records").inner_text() == (
+        "No records: this file holds no trace lines (empty, or blank lines only).")
+    assert page.errors == []
+
+
 def _version(objective: str, score: float) -> bytes:
     return b"".join(orjson.dumps(r) + b"\n" for r in [
         {"type": "run_start", "run_id": "browser/v", "objective": objective, "criteria": [{"id": "c1"}]},
