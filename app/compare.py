@@ -45,7 +45,7 @@ from .compare_flags import early_stop_flags, step_calls
 from .errors import BoardError
 from .jsontext import column_value
 from .secrets import is_secret_key
-from .words import plural
+from .words import contain_bidi, plural
 
 #: (name in the summary, run column, label): the order of the savings bars.
 MEASURES = (("steps", "steps", "steps"), ("tool_calls", "tool_calls", "tool calls"),
@@ -68,13 +68,14 @@ class Group:
 
     @property
     def label(self) -> str:
-        return self.value
+        """The name as the board's sentences write it (headline, McNemar reading, Markdown)."""
+        return contain_bidi(self.value)
 
     @property
     def description(self) -> str:
         if self.kind == "variant":
-            return f"variant {self.value} of experiment {self.experiment}"
-        return f"{self.kind} {self.value}"
+            return f"variant {self.label} of experiment {contain_bidi(self.experiment or '')}"
+        return f"{self.kind} {self.label}"
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "value": self.value, "experiment": self.experiment}

@@ -46,6 +46,7 @@ def make_templates() -> Jinja2Templates:
     env = templates.env
     env.auto_reload = False
     env.autoescape = True
+    env.finalize = words.contain_bidi  # before any template compiles: it is compiled in
     env.filters.update(
         int=present.fmt_int,
         bytes=present.fmt_bytes,

@@ -8,6 +8,7 @@ import threading
 import time
 
 import httpx
+import pytest
 
 from bench.hostile import near_misses
 from tests.conftest import write_jsonl
@@ -68,3 +69,35 @@ def test_hostile_text_cannot_freeze_the_board(ingest, tmp_path, settings):
     slowest = max(timings)
     assert slowest[0] < PAGE_BOUND_S, slowest
     assert worst_health[0] < HEALTH_BOUND_S, worst_health
+
+
+# -- direction controls ---------------------------------------------------------------------------
+
+RLO, LRE, PDF, RLI, PDI = "\u202e", "\u202a", "\u202c", "\u2067", "\u2069"
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("plain", "plain"),
+    ("smoke" + RLO, "smoke" + RLO + PDF),                       # an override left open is closed
+    (RLO + "ssap" + PDF, RLO + "ssap" + PDF),                   # a closed one is left as it is
+    (RLI + LRE + "x", RLI + LRE + "x" + PDF + PDI),             # innermost first
+    (RLI + LRE + "x" + PDI, RLI + LRE + "x" + PDI),             # a PDI closes what its isolate opened
+    ("x" + PDI + PDF + RLO, "x" + PDI + PDF + RLO + PDF),       # stray closers close nothing outside
+])
+def test_direction_controls_a_value_opens_are_closed_at_its_end(value, shown):
+    from qita_board.words import contain_bidi
+
+    assert contain_bidi(value) == shown
+
+
+def test_a_variant_that_opens_an_override_cannot_reverse_the_compare_pages_words(ingest, client, tmp_path):
+    # "smoke‮" beside " pass" in one text node read "smokessap" in a browser
+    recs = []
+    for variant, verdict in (("smoke" + RLO, "pass"), ("e2e", "fail")):
+        recs += [{"type": "run_start", "run_id": f"{variant}-1", "experiment": "bidi", "variant": variant,
+                  "task_id": "t"},
+                 {"type": "run_end", "run_id": f"{variant}-1", "status": "completed", "verdict": verdict}]
+    assert ingest(write_jsonl(tmp_path / "b.jsonl", recs)).ok
+    html = client.get("/compare", params={"experiment": "bidi", "a": "smoke" + RLO, "b": "e2e"}).text
+    assert f"smoke{RLO}{PDF} pass" in html and f"smoke{RLO} pass" not in html
+    assert html.count(RLO) == html.count(RLO + PDF)

@@ -201,3 +201,25 @@ def test_the_markup_detector_tells_the_boards_charts_from_injected_markup(page):
                             ('<iframe></iframe>', "element iframe")]:
         page.set_content(own + injected)
         assert found in page.evaluate(DOM_PROBE), injected
+
+
+def test_a_variant_that_opens_an_override_does_not_reverse_the_words_after_it(live_server, page, ingest, tmp_path):
+    # "smoke\u202e" + " pass" once read "smokessap" in the confusion matrix: the board's own
+    # word must read left to right, its letters laid out in order on the screen
+    recs = []
+    for variant, verdict in (("smoke\u202e", "pass"), ("e2e", "fail")):
+        recs += [{"type": "run_start", "run_id": f"{variant}-1", "experiment": "bidi", "variant": variant,
+                  "task_id": "t"},
+                 {"type": "run_end", "run_id": f"{variant}-1", "status": "completed", "verdict": verdict}]
+    assert ingest(write_jsonl(tmp_path / "b.jsonl", recs)).ok
+    page.goto(f"{live_server.url}/compare?experiment=bidi&a={quote(recs[0]['variant'])}&b=e2e")
+    lefts = page.evaluate("""() => {
+        const th = [...document.querySelectorAll('table.confusion tbody th, table tbody th')]
+            .find(t => t.textContent.startsWith('smoke') && t.textContent.endsWith(' pass'));
+        const node = th.firstChild, text = node.textContent, at = text.lastIndexOf('pass');
+        return [...'pass'].map((_, i) => {
+            const r = document.createRange(); r.setStart(node, at + i); r.setEnd(node, at + i + 1);
+            return r.getBoundingClientRect().left; });
+    }""")
+    assert lefts == sorted(lefts) and len(set(lefts)) == 4
+    assert page.errors == []
