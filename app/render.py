@@ -60,6 +60,7 @@ def make_templates() -> Jinja2Templates:
         json=present.to_json_text,
         rid=encode_run_id,
         plural=words.plural,
+        verbatim=words.verbatim,
     )
     env.globals.update(
         stop_reason_info=present.stop_reason_info,

@@ -23,6 +23,19 @@ _EMBEDDINGS = frozenset("\u202a\u202b\u202d\u202e")
 _ISOLATES = frozenset("\u2066\u2067\u2068")
 
 
+class Verbatim(str):
+    """Text a page hands back to the board as it is (a form value, a hidden field, a value
+    its script reads): `contain_bidi` leaves it alone, or a filter would ask for a name
+    with a closing control added and find nothing."""
+
+    __slots__ = ()
+
+
+def verbatim(value: Any) -> Any:
+    """The template filter that marks an attribute's value as `Verbatim` (None stays None)."""
+    return Verbatim(value) if type(value) is str else value  # Markup is already what it shows
+
+
 def contain_bidi(value: Any) -> Any:
     """A value as a page shows it, with the direction controls it opens closed at its end.
 
@@ -32,8 +45,8 @@ def contain_bidi(value: Any) -> Any:
     ("smoke\u202e pass"), it reversed them ("smokessap"). Closed at the value's end (UAX #9's
     pairing: a PDF closes the last embedding or override, a PDI the last isolate and what was
     opened inside it), it reorders only itself. What the value says is unchanged; the JSON
-    twins carry it as written."""
-    if not isinstance(value, str) or _BIDI.search(value) is None:
+    twins carry it as written, and so does every value a page sends back (`verbatim`)."""
+    if not isinstance(value, str) or type(value) is Verbatim or _BIDI.search(value) is None:
         return value
     stack: list[str] = []
     for ch in _BIDI.findall(value):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -100,4 +101,11 @@ def test_a_variant_that_opens_an_override_cannot_reverse_the_compare_pages_words
     assert ingest(write_jsonl(tmp_path / "b.jsonl", recs)).ok
     html = client.get("/compare", params={"experiment": "bidi", "a": "smoke" + RLO, "b": "e2e"}).text
     assert f"smoke{RLO}{PDF} pass" in html and f"smoke{RLO} pass" not in html
-    assert html.count(RLO) == html.count(RLO + PDF)
+    # what a page sends back is the name as written: the form's value, a list's option
+    assert f'value="smoke{RLO}"' in html
+    assert html.count(RLO) == html.count(RLO + PDF) + html.count(f'value="smoke{RLO}"')
+    runs = client.get("/runs", params={"experiment": "bidi"}).text
+    assert f'<option value="smoke{RLO}" >smoke{RLO}{PDF}</option>' in runs
+    assert client.get("/api/runs", params={"variant": "smoke" + RLO}).json()["count"] == 1
+    run = client.get("/runs/" + quote(f"smoke{RLO}-1", safe="")).text
+    assert f'name="a" value="smoke{RLO}-1"' in run  # "compare with…" names this run exactly

@@ -222,4 +222,9 @@ def test_a_variant_that_opens_an_override_does_not_reverse_the_words_after_it(li
             return r.getBoundingClientRect().left; });
     }""")
     assert lefts == sorted(lefts) and len(set(lefts)) == 4
+    # the list's filter sends the name as written, and finds its run
+    page.goto(f"{live_server.url}/runs?experiment=bidi")
+    page.select_option("select[name=variant]", value=recs[0]["variant"])
+    page.wait_for_url("**variant=smoke%E2%80%AE**")
+    page.wait_for_function("document.querySelectorAll('#runs-table tbody tr, table.runs tbody tr').length === 1")
     assert page.errors == []
