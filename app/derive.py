@@ -17,10 +17,11 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from typing import Any, Optional
 
-from sqlalchemy import and_, bindparam, func, select, update
+from sqlalchemy import Float, and_, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from . import search, search_texts
@@ -74,6 +75,13 @@ def derive_state(*, has_end: bool, closed: bool, last_seen_at: Optional[datetime
     if last_seen_at is None or now - last_seen_at > timedelta(seconds=abandon_after_s):
         return "abandoned"
     return "running"
+
+
+def _fits(value: Any) -> Optional[int]:
+    """A token sum as the 64-bit column holds it; None (unknown) past it, never a failed write."""
+    if value is None or not math.isfinite(value) or abs(value) >= 2**63:
+        return None
+    return int(value)
 
 
 def _tok(end: dict[str, Any], key: str) -> Optional[int]:
@@ -147,9 +155,11 @@ _RUN_SELECT = select(RUNS.c.id, *_RECOMPUTE_COLUMNS).where(RUNS.c.id.in_(_PKS))
 _STEP_TOTALS = select(
     STEPS.c.run_pk,
     func.count(STEPS.c.id),
-    func.sum(STEPS.c.tokens_input),
-    func.sum(STEPS.c.tokens_output),
-    func.sum(STEPS.c.tokens_total),
+    # summed as floats: SQLite's integer sum() fails the whole batch on an overflow, and a
+    # run's steps may hold many counts near the format's bound (`_fits` reads them back)
+    func.sum(STEPS.c.tokens_input.cast(Float)),
+    func.sum(STEPS.c.tokens_output.cast(Float)),
+    func.sum(STEPS.c.tokens_total.cast(Float)),
     func.sum(STEPS.c.cost_usd),
     func.sum(STEPS.c.duration_s),
     func.sum(func.coalesce(STEPS.c.retry, False).cast(type_=RUNS.c.steps.type)),
@@ -242,6 +252,10 @@ def derived(run: Any, totals: tuple, tool_calls: Optional[int], *, early_stopped
     calls, its early stop and criteria (pure: the reads are `recompute_runs`')."""
     n_steps, t_in, t_out, t_total, cost, dur, retries = totals
     end = run["end_record"] or {}
+    # a side whose steps summed past the column is unknown, and so is a total made from it
+    overflow = any(v is not None and _fits(v) is None and _tok(end, key) is None
+                   for v, key in ((t_in, "input"), (t_out, "output")))
+    t_in, t_out, t_total = _fits(t_in), _fits(t_out), _fits(t_total)
     has_end = bool(run["has_end"])
 
     steps = _end_int(end, "steps")
@@ -251,7 +265,8 @@ def derived(run: Any, totals: tuple, tool_calls: Optional[int], *, early_stopped
     tokens_total = _tok(end, "total")
     if tokens_total is None:
         tokens_total = t_total if t_total is not None else (
-            (tokens_input or 0) + (tokens_output or 0) if (tokens_input is not None or tokens_output is not None) else None)
+            _fits((tokens_input or 0) + (tokens_output or 0))
+            if (tokens_input is not None or tokens_output is not None) and not overflow else None)
     cost_usd = _end_num(end, "cost_usd")
     if cost_usd is None:
         cost_usd = cost

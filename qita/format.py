@@ -19,14 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 SCHEMA_ID = "qita.trace/1"
 
 #: The integers a reader's database holds: step indexes, counts and replicates in a 32-bit
-#: column (PostgreSQL's integer), tokens in a 64-bit one (SQLite's and PostgreSQL's bigint).
+#: column (PostgreSQL's integer); token counts up to 2**53 - 1, the largest integer a
+#: browser reads exactly from JSON, so that a run's sum of them still fits a 64-bit column.
 #: A value past them is invalid here, like a wrong type (a key field rejects its line, any
 #: other field is dropped with a warning), instead of failing the database write: that
 #: lost the file's good lines with it.
 INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+TOKENS_MAX = 2**53 - 1
 Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
-Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+Tokens64 = Annotated[int, Field(ge=-TOKENS_MAX, le=TOKENS_MAX)]
 
 #: Stop reasons named by the contract. Any other string is kept and shown as unknown.
 STOP_REASONS = (
@@ -99,9 +100,9 @@ class Budget(_Model):
 
     max_steps: Optional[Int32] = None
     max_runtime_seconds: Optional[float] = None
-    max_tokens: Optional[Int64] = None
-    max_input_tokens: Optional[Int64] = None
-    max_output_tokens: Optional[Int64] = None
+    max_tokens: Optional[Tokens64] = None
+    max_input_tokens: Optional[Tokens64] = None
+    max_output_tokens: Optional[Tokens64] = None
     max_cost_usd: Optional[float] = None
     tokens_counted: Optional[list[Literal["uncached_input", "cache_read", "cache_write", "output"]]] = None
     #: "iteration": `max_steps` caps each agent call of the run, not the run (coder_eval's
@@ -146,11 +147,11 @@ class Tokens(_Model):
     cache, so uncached input is `input - cache_read - cache_write` and `total` is
     `input + output`: each token counted once."""
 
-    input: Optional[Int64] = None
-    output: Optional[Int64] = None
-    total: Optional[Int64] = None
-    cache_read: Optional[Int64] = None
-    cache_write: Optional[Int64] = None
+    input: Optional[Tokens64] = None
+    output: Optional[Tokens64] = None
+    total: Optional[Tokens64] = None
+    cache_read: Optional[Tokens64] = None
+    cache_write: Optional[Tokens64] = None
 
 
 class Action(_Model):

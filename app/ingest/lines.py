@@ -16,7 +16,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 import orjson
 from pydantic import ValidationError
 
-from qita.format import INT32_MAX, INT64_MAX, LIVE_VERDICTS, RECORD_MODELS
+from qita.format import INT32_MAX, LIVE_VERDICTS, RECORD_MODELS, TOKENS_MAX
 
 BOM = b"\xef\xbb\xbf"
 #: Blank bytes skipped in one go before the reader yields (see iter_items).
@@ -328,7 +328,7 @@ def _fast_step(v: dict[str, Any]) -> bool:
             return False
         for key in ("input", "output", "total", "cache_read", "cache_write"):
             x = t.get(key)
-            if x is not None and (type(x) is not int or not -INT64_MAX <= x <= INT64_MAX):
+            if x is not None and (type(x) is not int or not -TOKENS_MAX <= x <= TOKENS_MAX):
                 return False
     lv = get("live_verdicts")
     if lv is not None and not (type(lv) is dict and all(x in LIVE_VERDICTS for x in lv.values())):

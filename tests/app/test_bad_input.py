@@ -178,8 +178,9 @@ CASES: list[Case] = [
          lambda: lines(start("nul", objective="a\u0000b"), b'{"type":"step","run_id":"x\\u0000y","step":0}',
                        rec({"type": "step", "run_id": "nul", "step": 0, "observation": {"k\u0000": "v\u0000"}})),
          errors=[(2, "field 'run_id': must not contain the NUL character (\\u0000)")], runs={"nul": [0]}),
-    # Integers past what the database columns hold (32 bits for steps and counts, 64 for
-    # tokens): the SQLite write failed on them and lost the file's good lines with it. A
+    # Integers past what the database columns hold (32 bits for steps and counts; tokens up
+    # to 2**53 - 1, so that a run's sum fits 64): the SQLite write failed on them and lost
+    # the file's good lines with it. A
     # step index out of range rejects its line; any other such field is dropped, with a
     # warning. orjson reads an integer past 64 bits as a float, which pydantic's message names.
     Case("integers_out_of_range", "bigint.jsonl",
@@ -195,7 +196,7 @@ CASES: list[Case] = [
                  (4, "field 'step': Unable to parse input string as an integer, exceeded maximum size")],
          warnings=[(1, "field 'replicate': Input should be less than or equal to 2147483647; value ignored, "
                        "the rest of the record kept"),
-                   (5, "field 'tokens.input': Input should be less than or equal to 9223372036854775807; value "
+                   (5, "field 'tokens.input': Input should be less than or equal to 9007199254740991; value "
                        "ignored, the rest of the record kept"),
                    (6, "field 'step': Input should be less than or equal to 2147483647; value ignored, the rest "
                        "of the record kept"),

@@ -621,3 +621,23 @@ def test_files_and_folders_named_in_bytes_that_are_not_utf8_are_read_and_named_w
     # read again: the escaped name is the same source, so nothing is read twice
     again = ingest(trace, run_folder)
     assert again.ok and again.records == 0
+
+
+def test_token_sums_past_64_bits_are_unknown_and_the_file_is_kept(ingest, client, tmp_path):
+    # Each count is within the format's bound (2**53 - 1); 1,100 of them in one run sum past
+    # 2**63, where SQLite's integer sum() failed the batch and the whole file with it.
+    big = 2**53 - 1
+    recs = [{"type": "run_start", "run_id": "huge", "ts": "2026-01-01T00:00:00Z"}]
+    recs += [{"type": "step", "run_id": "huge", "step": i, "tokens": {"input": big, "output": 1}} for i in range(1100)]
+    recs += [{"type": "run_start", "run_id": "ends", "ts": "2026-01-01T00:00:00Z"},
+             {"type": "run_end", "run_id": "ends", "status": "completed", "tokens": {"input": big, "output": big}},
+             {"type": "run_start", "run_id": "after", "ts": "2026-01-01T00:00:00Z"},
+             {"type": "step", "run_id": "after", "step": 0, "tokens": {"input": 3, "output": 4}}]
+    report = ingest(write_jsonl(tmp_path / "t.jsonl", recs))
+    assert report.ok and report.warnings == []
+    huge = client.get("/api/runs/huge").json()["run"]
+    assert (huge["steps"], huge["tokens_input"], huge["tokens_output"], huge["tokens_total"]) == (1100, None, 1100, None)
+    ends = client.get("/api/runs/ends").json()["run"]
+    assert ends["tokens_total"] == 2 * big  # a total the run names, added exactly
+    after = client.get("/api/runs/after").json()["run"]
+    assert (after["tokens_input"], after["tokens_output"], after["tokens_total"]) == (3, 4, 7)
