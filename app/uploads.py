@@ -212,5 +212,5 @@ def upload_result(report: IngestReport, received: Received) -> dict[str, Any]:
         # Same shape as `errors` (and the CLI's report): {file, line, message}.
         "warnings": [w.to_json() for w in report.warnings],
         # read before, not a file that holds no records (an empty file is not "nothing new")
-        "unchanged": report.known >= len(received.files) > 0 and not report.records and not errors,
+        "unchanged": bool(received.files) and not report.fresh and not report.records and not errors,
     }

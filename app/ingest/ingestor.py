@@ -138,8 +138,8 @@ class IngestReport:
     missing: list[str] = field(default_factory=list)
     #: paths given that held nothing the board can read (their error is in `errors`)
     empty: list[str] = field(default_factory=list)
-    #: sources read before this call (an earlier pass saved where it stopped in them)
-    known: int = 0
+    #: sources read for the first time (no earlier pass saved where it stopped in them)
+    fresh: int = 0
 
     @property
     def ok(self) -> bool:
@@ -453,6 +453,8 @@ class Ingestor:
     def _ingest_document(self, src: Source, report: IngestReport, *, closed: bool) -> None:
         st = os.stat(src.path)
         prev = self._source_row(src.key)
+        if prev is None:
+            report.fresh += 1
         digest = _document_digest(src)
         if prev is not None and prev["content_hash"] == digest:
             return
@@ -507,8 +509,8 @@ class Ingestor:
         else:
             st = src.stamp or os.stat(src.path)
             prev = self._source_row(src.key)
-        if prev is not None:
-            report.known += 1
+        if prev is None:
+            report.fresh += 1
         if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
             if self.progress:
                 self.progress(st.st_size)

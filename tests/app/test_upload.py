@@ -59,6 +59,24 @@ def test_a_first_upload_of_a_file_without_records_is_not_called_nothing_new(clie
     assert (again["records"], again["unchanged"]) == (0, True)
 
 
+def test_a_coder_eval_zip_uploaded_twice_is_nothing_new(client, tmp_path):
+    # its task.json is a document source, read whole or not at all: the second time, not
+    import io
+    import zipfile
+
+    from tests.app.test_coder_eval_schema import task, write
+
+    root = tmp_path / "night"
+    path = write(root, task("t1"))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.write(path, path.relative_to(tmp_path).as_posix())
+    first = post(client, ("night.zip", buf.getvalue())).json()
+    assert first["runs_created"] == ["night/v/t1/00"] and first["unchanged"] is False
+    again = post(client, ("night.zip", buf.getvalue())).json()
+    assert (again["records"], again["runs_created"], again["unchanged"]) == (0, [], True)
+
+
 def test_same_file_twice_changes_nothing(client):
     first = post(client, ("runs.jsonl", GOOD)).json()
     before = client.get("/api/runs/up%2F1").json()
