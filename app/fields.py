@@ -66,8 +66,38 @@ def _chunks(request: Request, value: str, key_path: list[Any]) -> Iterator[str]:
     yield from masker.iter_text(value)
 
 
+class _ReleasingResponse(StreamingResponse):
+    """A stream that gives the gate back however it ends: a generator the server never
+    started (the client gone before the first byte) never runs its own `finally`."""
+
+    def __init__(self, *args: Any, release: Callable[[], None], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+def once(release: Callable[[], None]) -> Callable[[], None]:
+    """`release` made safe to call from every path that may end a lookup (the first call wins)."""
+    token = [None]
+
+    def release_once() -> None:
+        try:
+            token.pop()  # atomic: of two racing calls, one finds the list empty
+        except IndexError:
+            return
+        release()
+
+    return release_once
+
+
 def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *, release: Callable[[], None]):
-    """Answer with a long string value: cut (htmx), or streamed (page, JSON). Calls `release` when done."""
+    """Answer with a long string value: cut (htmx), or streamed (page, JSON). Calls `release`
+    when done, maybe more than once (make it `once`)."""
     value: str = data["value"]
     if is_htmx(request) and not wants_json(request):
         release()
@@ -88,7 +118,7 @@ def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *,
             finally:
                 release()
 
-        return StreamingResponse(body(), media_type="application/json")
+        return _ReleasingResponse(body(), media_type="application/json", release=release)
     mark = "qita" + _random.token_hex(8)
     page = respond(request, "field.html", {**data, "value": mark, "more": {"chars": len(value), "streamed": True}},
                    value_path=("value", []))
@@ -104,5 +134,5 @@ def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *,
             release()
 
     headers = {k: v for k, v in page.headers.items() if k.lower() not in ("content-length", "content-type")}
-    return StreamingResponse(page_body(), media_type="text/html; charset=utf-8", headers=headers,
-                             status_code=page.status_code)
+    return _ReleasingResponse(page_body(), media_type="text/html; charset=utf-8", headers=headers,
+                              status_code=page.status_code, release=release)

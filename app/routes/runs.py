@@ -210,6 +210,7 @@ def _field(request: Request, session, row: dict[str, Any], *, step: Optional[int
     gate = fields.gate_for(session, run_pk=row["pk"], step=step, event=event)
     if not gate.acquire(timeout=fields.GATE_WAIT_S):
         raise BoardError("another large step record is being read: try again in a moment", status=503)
+    release = fields.once(gate.release)
     handed = False  # respond_long releases the gate itself, once its answer is sent
     try:
         try:
@@ -222,11 +223,12 @@ def _field(request: Request, session, row: dict[str, Any], *, step: Optional[int
         data = {"run_id": row["run_id"], "step": step, "path": path, "event": event, "value": value}
         if not fields.is_long(value):
             return respond(request, "field.html", data, fragment="_field.html", value_path=("value", key_path))
+        response = fields.respond_long(request, data, key_path, release=release)
         handed = True
-        return fields.respond_long(request, data, key_path, release=gate.release)
+        return response
     finally:
         if not handed:
-            gate.release()
+            release()
 
 
 @router.get("/runs/{run_id:runid}/live", include_in_schema=False)

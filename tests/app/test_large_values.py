@@ -127,3 +127,36 @@ def test_a_lookup_that_waits_too_long_for_the_gate_is_told_to_try_again(client, 
         fields._BIG_RECORDS.release()
     assert r.status_code == 503
     assert r.json()["error"] == "another large step record is being read: try again in a moment"
+
+
+def test_the_gate_is_given_back_once_even_when_the_stream_never_starts():
+    # a client gone before the first byte: the server never starts the body's generator,
+    # so its own `finally` never runs; the response gives the gate back instead, once
+    import asyncio
+
+    from qita_board import fields
+
+    calls: list[int] = []
+    release = fields.once(lambda: calls.append(1))
+    started: list[bool] = []
+
+    def body():
+        started.append(True)
+        try:
+            yield "x"
+        finally:
+            release()
+
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        raise OSError("client gone")
+
+    response = fields._ReleasingResponse(body(), media_type="text/plain", release=release)
+    from starlette.requests import ClientDisconnect
+
+    with pytest.raises((OSError, ClientDisconnect)):
+        asyncio.run(response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send))
+    release()  # every path may call it: still once
+    assert (started, calls) == ([], [1])
