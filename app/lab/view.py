@@ -276,8 +276,8 @@ def calibration_of(session: Session) -> dict[str, Any]:
 def _validation(session: Session, filters: RunFilters, runs: list, key: tuple) -> Optional[dict[str, Any]]:
     """Smoke's own policy over this set, against the recorded smoke runs: only for a variant
     of an experiment that also has a variant run with early stop on."""
-    if not (filters.experiment and filters.variant):
-        return None
+    if not (filters.experiment and filters.variant) or NONE_VALUE in (filters.experiment, filters.variant):
+        return None  # "(none)" names no variant that smoke could have run beside
     smoke_variants = [v for v in lq.early_stop_variants(session, experiment=filters.experiment) if v != filters.variant]
     if not smoke_variants:
         return None

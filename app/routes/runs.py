@@ -15,7 +15,7 @@ from ..queries import live, run_detail, run_list
 from ..queries.pointers import MAX_POINTER_CHARS, parse_pointer
 from ..render import JSONResponse, is_htmx, respond, wants_json
 from ..run_view import public, run_header
-from ..urls import encode_run_id
+from ..urls import run_path
 
 router = APIRouter(tags=["runs"])
 
@@ -175,7 +175,7 @@ def get_call(request: Request, session: SessionDep, row: RunDep, run_id: str,
                          f"{'' if seen == 1 else 's'}", status=404, details={"calls": seen})
     if wants_json(request):
         return JSONResponse({"run_id": run_id, "call": call, "step": step})
-    return RedirectResponse(f"/runs/{encode_run_id(run_id)}?from={step}#step-{step}", status_code=303)
+    return RedirectResponse(run_path(run_id, f"?from={step}#step-{step}"), status_code=303)
 
 
 @router.get("/runs/{run_id:runid}/steps/{step}/field", include_in_schema=False)
@@ -240,7 +240,7 @@ def run_live(request: Request, session: SessionDep, settings: SettingsDep, found
     """Polled by an open run page: 204 while nothing changed, else the new header and steps."""
     if not is_htmx(request) and not wants_json(request):
         # the poll answers a fragment of the run page; opened by itself, that page is the answer
-        return RedirectResponse(f"/runs/{encode_run_id(found['run_id'])}", status_code=303)
+        return RedirectResponse(run_path(found["run_id"]), status_code=303)
     if found["stamp"] == stamp:
         return Response(status_code=204)
     kinds = _kinds(only)
