@@ -97,7 +97,8 @@ def once(release: Callable[[], None]) -> Callable[[], None]:
 
 def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *, release: Callable[[], None]):
     """Answer with a long string value: cut (htmx), or streamed (page, JSON). Calls `release`
-    when done, maybe more than once (make it `once`)."""
+    when done: at once for the cut, else when the stream ends, however it ends (`once` makes a
+    second call from the caller's own error path harmless)."""
     value: str = data["value"]
     if is_htmx(request) and not wants_json(request):
         release()
@@ -110,13 +111,10 @@ def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *,
         before, after = orjson.dumps({**data, "value": mark}).split(orjson.dumps(mark), 1)
 
         def body() -> Iterator[bytes]:
-            try:
-                yield before + b'"'
-                for chunk in chunks:
-                    yield orjson.dumps(chunk)[1:-1]
-                yield b'"' + after
-            finally:
-                release()
+            yield before + b'"'
+            for chunk in chunks:
+                yield orjson.dumps(chunk)[1:-1]
+            yield b'"' + after
 
         return _ReleasingResponse(body(), media_type="application/json", release=release)
     mark = "qita" + _random.token_hex(8)
@@ -125,13 +123,10 @@ def respond_long(request: Request, data: dict[str, Any], key_path: list[Any], *,
     head, tail = bytes(page.body).decode().split(mark, 1)
 
     def page_body() -> Iterator[str]:
-        try:
-            yield head
-            for chunk in chunks:
-                yield html.escape(chunk, quote=False)
-            yield tail
-        finally:
-            release()
+        yield head
+        for chunk in chunks:
+            yield html.escape(chunk, quote=False)
+        yield tail
 
     headers = {k: v for k, v in page.headers.items() if k.lower() not in ("content-length", "content-type")}
     return _ReleasingResponse(page_body(), media_type="text/html; charset=utf-8", headers=headers,

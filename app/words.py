@@ -55,7 +55,7 @@ def contain_bidi(value: Any) -> Any:
         elif ch == "\u202c":
             if stack and stack[-1] in _EMBEDDINGS:
                 stack.pop()
-        elif "\u2069" == ch and any(c in _ISOLATES for c in stack):
+        elif ch == "\u2069" and any(c in _ISOLATES for c in stack):
             while stack.pop() not in _ISOLATES:
                 pass
     if not stack:

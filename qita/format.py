@@ -20,14 +20,15 @@ SCHEMA_ID = "qita.trace/1"
 
 #: The integers a reader's database holds: step indexes, counts and replicates in a 32-bit
 #: column (PostgreSQL's integer); token counts up to 2**53 - 1, the largest integer a
-#: browser reads exactly from JSON, so that a run's sum of them still fits a 64-bit column.
+#: browser reads exactly from JSON (a run's sum of them past 64 bits reads as unknown:
+#: app.derive).
 #: A value past them is invalid here, like a wrong type (a key field rejects its line, any
 #: other field is dropped with a warning), instead of failing the database write: that
 #: lost the file's good lines with it.
 INT32_MAX = 2**31 - 1
 TOKENS_MAX = 2**53 - 1
 Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
-Tokens64 = Annotated[int, Field(ge=-TOKENS_MAX, le=TOKENS_MAX)]
+TokenCount = Annotated[int, Field(ge=-TOKENS_MAX, le=TOKENS_MAX)]
 
 #: Stop reasons named by the contract. Any other string is kept and shown as unknown.
 STOP_REASONS = (
@@ -100,9 +101,9 @@ class Budget(_Model):
 
     max_steps: Optional[Int32] = None
     max_runtime_seconds: Optional[float] = None
-    max_tokens: Optional[Tokens64] = None
-    max_input_tokens: Optional[Tokens64] = None
-    max_output_tokens: Optional[Tokens64] = None
+    max_tokens: Optional[TokenCount] = None
+    max_input_tokens: Optional[TokenCount] = None
+    max_output_tokens: Optional[TokenCount] = None
     max_cost_usd: Optional[float] = None
     tokens_counted: Optional[list[Literal["uncached_input", "cache_read", "cache_write", "output"]]] = None
     #: "iteration": `max_steps` caps each agent call of the run, not the run (coder_eval's
@@ -147,11 +148,11 @@ class Tokens(_Model):
     cache, so uncached input is `input - cache_read - cache_write` and `total` is
     `input + output`: each token counted once."""
 
-    input: Optional[Tokens64] = None
-    output: Optional[Tokens64] = None
-    total: Optional[Tokens64] = None
-    cache_read: Optional[Tokens64] = None
-    cache_write: Optional[Tokens64] = None
+    input: Optional[TokenCount] = None
+    output: Optional[TokenCount] = None
+    total: Optional[TokenCount] = None
+    cache_read: Optional[TokenCount] = None
+    cache_write: Optional[TokenCount] = None
 
 
 class Action(_Model):
