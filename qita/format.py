@@ -14,7 +14,7 @@ import sys
 from typing import Annotated, Any, Literal, Optional, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
 
 SCHEMA_ID = "qita.trace/1"
 
@@ -27,8 +27,46 @@ SCHEMA_ID = "qita.trace/1"
 #: lost the file's good lines with it.
 INT32_MAX = 2**31 - 1
 TOKENS_MAX = 2**53 - 1
-Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
-TokenCount = Annotated[int, Field(ge=-TOKENS_MAX, le=TOKENS_MAX)]
+
+
+def _integral(value: Any) -> Any:
+    # JSON has one kind of number: 2.0 is the integer 2, as JSON Schema's "integer" reads
+    # it. Anything else goes on to the strict check: a boolean is not an integer.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+#: How a quoted number is read ("120", " 0.5"): as pydantic's lax mode reads it, without
+#: NaN or infinity (no total or cost can be one).
+_QUOTED_INT = TypeAdapter(int)
+_QUOTED_FLOAT = TypeAdapter(Annotated[float, Field(allow_inf_nan=False)])
+
+
+def _integer(value: Any) -> Any:
+    # A producer that quotes its counts ("tokens": {"input": "100"}) still has them counted.
+    if type(value) is str:
+        try:
+            return _QUOTED_INT.validate_python(value)
+        except ValueError:
+            return value
+    return _integral(value)
+
+
+def _number(value: Any) -> Any:
+    if type(value) is str:
+        try:
+            return _QUOTED_FLOAT.validate_python(value)
+        except ValueError:
+            return value
+    return value
+
+
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX), BeforeValidator(_integer)]
+TokenCount = Annotated[int, Field(ge=-TOKENS_MAX, le=TOKENS_MAX), BeforeValidator(_integer)]
+#: A step index is a key: written as a number, never quoted (a quoted one rejects its line).
+StepIndex = Annotated[int, Field(ge=0, le=INT32_MAX), BeforeValidator(_integral)]
+Number = Annotated[float, BeforeValidator(_number)]
 
 #: Stop reasons named by the contract. Any other string is kept and shown as unknown.
 STOP_REASONS = (
@@ -63,7 +101,13 @@ RunId = Annotated[str, Field(min_length=1, max_length=200, description="Any Unic
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
+    # Strict: a value is read as the JSON type the schema names, never coerced from another.
+    # Lax validation read `"step": true` as step 1 and `"retry": "false"` as false (where
+    # the store read it as true), silently, where docs/trace-format.md promises that a
+    # value of the wrong type is left out with a warning. The exceptions are JSON's own:
+    # integers take integral floats, numbers take integers, and a quoted number counts
+    # (`Int32`, `TokenCount`, `Number`).
+    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=(), strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -100,11 +144,11 @@ class Budget(_Model):
     """
 
     max_steps: Optional[Int32] = None
-    max_runtime_seconds: Optional[float] = None
+    max_runtime_seconds: Optional[Number] = None
     max_tokens: Optional[TokenCount] = None
     max_input_tokens: Optional[TokenCount] = None
     max_output_tokens: Optional[TokenCount] = None
-    max_cost_usd: Optional[float] = None
+    max_cost_usd: Optional[Number] = None
     tokens_counted: Optional[list[Literal["uncached_input", "cache_read", "cache_write", "output"]]] = None
     #: "iteration": `max_steps` caps each agent call of the run, not the run (coder_eval's
     #: max_turns); absent means the run.
@@ -121,9 +165,9 @@ class CriterionSpec(_Model):
     description: Optional[str] = None
     stop_when: Optional[Literal["pass", "fail", "decided"]] = None
     gating: bool = True
-    pass_threshold: float = 0.9
-    weight: Optional[float] = Field(
-        None, ge=0, description="its weight in a weighted armed gate (coder_eval's criterion weight; default 1)")
+    pass_threshold: Number = 0.9
+    weight: Optional[Annotated[float, Field(ge=0), BeforeValidator(_number)]] = Field(
+        None, description="its weight in a weighted armed gate (coder_eval's criterion weight; default 1)")
 
 
 class StopCriterionSpec(_Model):
@@ -137,8 +181,8 @@ class EarlyStopConfig(_Model):
     """The opt-in master switch for early stop."""
 
     enabled: bool = False
-    gate_threshold: Optional[float] = Field(
-        None, ge=0, le=1, description="an early-stopped run passes when the weighted share of its armed criteria "
+    gate_threshold: Optional[Annotated[float, Field(ge=0, le=1), BeforeValidator(_number)]] = Field(
+        None, description="an early-stopped run passes when the weighted share of its armed criteria "
                                       "that passed reaches this (coder_eval's stop_early_gate_threshold; default 1: all)")
 
 
@@ -177,7 +221,7 @@ class CriticOutput(_Model):
     critic: Optional[str] = None
     action: Any = Field("continue", description="continue, stop or retry; any other value is shown as given and counts as continue")
     reason: Optional[str] = None
-    score: Optional[float] = None
+    score: Optional[Number] = None
     details: Any = None
     patches: Any = Field(None, description="optional: changes the critic proposes (to the instructions, the state, "
                                            "the code), any JSON, shown as written")
@@ -217,9 +261,9 @@ class StepRecord(_Record):
     """One executed step, with every critic output."""
 
     type: Literal["step"] = "step"
-    step: int = Field(ge=0, le=INT32_MAX)
+    step: StepIndex
     ts: Optional[str] = None
-    duration_s: Optional[float] = None
+    duration_s: Optional[Number] = None
     observation: Any = None
     decision: Optional[DecisionRecord] = None
     actions: list[Action] = Field(default_factory=list)
@@ -228,7 +272,7 @@ class StepRecord(_Record):
     critic_outputs: list[CriticOutput] = Field(default_factory=list)
     state_diff: dict[str, Any] = Field(default_factory=dict)
     tokens: Optional[Tokens] = None
-    cost_usd: Optional[float] = None
+    cost_usd: Optional[Number] = None
     retry: bool = False
     live_verdicts: Optional[dict[str, LiveVerdict]] = Field(
         None, description="optional: criterion id -> its live verdict at the end of this step, for every criterion "
@@ -252,7 +296,7 @@ class CriterionRecord(_Record):
 
     type: Literal["criterion"] = "criterion"
     id: str
-    score: Optional[float] = Field(None, description="in [0, 1]; readers show other values as given, flagged")
+    score: Optional[Number] = Field(None, description="in [0, 1]; readers show other values as given, flagged")
     passed: Optional[bool] = None
     details: Any = None
     live_verdict: Optional[LiveVerdict] = None
@@ -268,9 +312,9 @@ class EarlyStopRecord(_Record):
     armed_criteria: list[str] = Field(default_factory=list)
     step: Optional[Int32] = None
     tool_call_index: Optional[Int32] = Field(None, description="1-based")
-    elapsed_s: Optional[float] = None
+    elapsed_s: Optional[Number] = None
     turns_remaining: Optional[Int32] = None
-    gate_threshold: Optional[float] = Field(None, description="score the armed criteria had to reach together")
+    gate_threshold: Optional[Number] = Field(None, description="score the armed criteria had to reach together")
 
 
 class RunEnd(_Record):
@@ -286,14 +330,14 @@ class RunEnd(_Record):
         None, description="error: the run never produced a gradeable attempt (counted as a miss)")
     verdict_reason: Optional[str] = Field(None, description="why the recorded verdict is what it is")
     source_status: Optional[str] = Field(None, description="the producer's own terminal status, as written")
-    score: Optional[float] = Field(None, description="the producer's overall score, e.g. a weighted criteria score")
+    score: Optional[Number] = Field(None, description="the producer's overall score, e.g. a weighted criteria score")
     steps: Optional[Int32] = None
     tool_calls: Optional[Int32] = None
     tokens: Optional[Tokens] = None
-    cost_usd: Optional[float] = Field(None, description="the whole bill")
-    agent_cost_usd: Optional[float] = Field(None, description="the agent's slice of cost_usd")
-    elapsed_s: Optional[float] = Field(None, description="end to end")
-    agent_elapsed_s: Optional[float] = Field(None, description="the agent's own time (no setup, no grading)")
+    cost_usd: Optional[Number] = Field(None, description="the whole bill")
+    agent_cost_usd: Optional[Number] = Field(None, description="the agent's slice of cost_usd")
+    elapsed_s: Optional[Number] = Field(None, description="end to end")
+    agent_elapsed_s: Optional[Number] = Field(None, description="the agent's own time (no setup, no grading)")
     failure_report: Optional[dict[str, Any]] = None
     provisional: Optional[bool] = Field(
         None, description="true: written from a summary; a later run_end that is not provisional replaces it "

@@ -109,15 +109,30 @@ def describe_validation_error(exc: ValidationError) -> str:
     if len(loc_parts) > 1 and isinstance(loc_parts[0], str) and loc_parts[0] in RECORD_MODELS:
         loc_parts = loc_parts[1:]
     loc = ".".join(str(p) for p in loc_parts)
-    msg = err.get("msg", "invalid value")
+    msg = _error_message(err)
     if err.get("type") == "missing":
         return f"missing field '{loc}'"
     return f"field '{loc}': {msg}" if loc else msg
 
 
+#: pydantic's error types for a value of another JSON type (strict models, qita.format):
+#: their message names the type wanted, ours adds the one given.
+_TYPE_ERRORS = frozenset({"int_type", "float_type", "bool_type", "string_type"})
+
+
+def _error_message(err: Any) -> str:
+    msg = err.get("msg", "invalid value")
+    if err.get("type") in _TYPE_ERRORS and "input" in err:
+        given = err["input"]
+        if err["type"] == "int_type" and type(given) is float:
+            return f"{msg}, got a number with a fractional part"
+        return f"{msg}, got {_json_kind(given)}"
+    return msg
+
+
 def _json_kind(value: Any) -> str:
-    return {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
-            type(None): "null"}.get(type(value), type(value).__name__)
+    return {list: "an array", dict: "an object", str: "a string", int: "a number", float: "a number",
+            bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
@@ -207,7 +222,7 @@ def validate_record(value: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Op
         if not _drop(record, loc):
             return None, describe_validation_error(failure), []
         path = ".".join(str(p) for p in loc)
-        warnings.append(f"field '{path}': {first.get('msg', 'invalid value')}; value ignored, the rest of the record kept")
+        warnings.append(f"field '{path}': {_error_message(first)}; value ignored, the rest of the record kept")
     return None, "too many invalid fields", []
 
 

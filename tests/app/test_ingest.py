@@ -124,9 +124,9 @@ def test_truncated_manifest_still_ingests_steps_and_events(ingest, engine, qitos
         (b'{"type": "step", "step": 1}', "missing field 'run_id'"),
         (b'{"type": "step", "run_id": "r1"}', "missing field 'step'"),
         (b'{"type": "step", "run_id": 7, "step": 1}', "field 'run_id': must be a string, got a number"),
-        (b'{"type": "step", "run_id": "r1", "step": "one"}', "field 'step': Input should be a valid integer, unable to parse string as an integer"),
+        (b'{"type": "step", "run_id": "r1", "step": "one"}', "field 'step': Input should be a valid integer, got a string"),
         (b'{"type": "step", "run_id": "", "step": 1}', "field 'run_id': must be 1 to 200 characters, got 0"),
-        (b'{"type": "event", "run_id": "r1", "phase": 5}', "field 'phase': Input should be a valid string"),
+        (b'{"type": "event", "run_id": "r1", "phase": 5}', "field 'phase': Input should be a valid string, got a number"),
         (b'{"type": "step", "run_id": "r1", "step": NaN}', None),
         (b"{oops", None),
     ],
@@ -387,12 +387,41 @@ def test_a_wrongly_typed_optional_value_is_dropped_with_a_warning_and_the_step_k
     report = ingest(path)
     assert report.ok and report.records == 2
     assert [(w.line, w.message) for w in report.warnings] == [
-        (2, "field 'critic_outputs.0.score': Input should be a valid number, unable to parse string as a number; "
+        (2, "field 'critic_outputs.0.score': Input should be a valid number, got a string; "
             "value ignored, the rest of the record kept"),
         (2, "field 'tokens.input': Input should be a valid integer, got a number with a fractional part; "
             "value ignored, the rest of the record kept")]
     assert (scalar(engine, "select tokens_total from steps"), scalar(engine, "select count(*) from critic_outputs")) == (9, 1)
     assert len(as_json(run_row(engine, "w")["warnings"])) == 2
+
+
+def test_a_boolean_or_quoted_step_index_is_not_an_index_and_odd_flags_are_not_read_as_flags(ingest, engine, tmp_path):
+    # pydantic's lax mode read `"step": true` as step 1, and `"retry": "false"` as false
+    # where the store read the same value as true; JSON's own number forms still count.
+    keep = "value ignored, the rest of the record kept"
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("b"),
+        {"type": "step", "run_id": "b", "step": True},
+        {"type": "step", "run_id": "b", "step": "3"},
+        {"type": "step", "run_id": "b", "step": 2.0, "retry": "false", "tokens": {"input": "100", "output": True}},
+        {"type": "event", "run_id": "b", "step": 2, "phase": "DECIDE", "ok": 1},
+        {"type": "criterion", "run_id": "b", "id": "k", "passed": "false"},
+        end("b", steps=True)])
+    report = ingest(path)
+    assert [(e.line, e.message) for e in report.errors] == [
+        (2, "field 'step': Input should be a valid integer, got a boolean"),
+        (3, "field 'step': Input should be a valid integer, got a string")]
+    assert [(w.line, w.message) for w in report.warnings] == [
+        (4, f"field 'tokens.output': Input should be a valid integer, got a boolean; {keep}"),
+        (4, f"field 'retry': Input should be a valid boolean, got a string; {keep}"),
+        (5, f"field 'ok': Input should be a valid boolean, got a number; {keep}"),
+        (6, f"field 'passed': Input should be a valid boolean, got a string; {keep}"),
+        (7, f"field 'steps': Input should be a valid integer, got a boolean; {keep}")]
+    assert scalar(engine, "select count(*) from steps") == 1
+    assert (scalar(engine, "select step from steps"), scalar(engine, "select retry from steps"),
+            scalar(engine, "select tokens_input from steps"), scalar(engine, "select tokens_output from steps")) == (2, 0, 100, None)
+    assert scalar(engine, "select ok from events") is None
+    assert scalar(engine, "select has_result from criteria where criterion_id = 'k'") in (0, False)
 
 
 def test_out_of_range_score_and_zero_tool_call_index_are_kept_and_flagged(ingest, engine, tmp_path):
