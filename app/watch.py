@@ -26,6 +26,8 @@ class Watcher:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._pending = threading.Event()
+        #: files refused by a pass, kept across passes until they change (Ingestor.refused)
+        self._refused: dict[str, tuple[int, float]] = {}
 
     def start(self) -> None:
         if not self.folders or self._thread is not None:
@@ -47,6 +49,7 @@ class Watcher:
 
         def job(_job, ingestor):
             self._pending.clear()
+            ingestor.refused = self._refused
             return ingestor.ingest_paths(list(self.folders), final=False)
 
         self.writer.submit("watch", job, owner="watch")

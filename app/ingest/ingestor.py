@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError, SQLAlchemyError
 
 from .. import derive
 from ..db import Checkpointer, describe_db_error
@@ -207,6 +207,42 @@ def _document_change(saved: str, digest: str) -> Optional[str]:
     return "this version of qita board reads it anew"
 
 
+class Refused(Exception):
+    """Storing one batch of a source failed for that batch's own sake: the database refused
+    its rows (a constraint, a value it cannot hold) or storing them hit a bug. That source
+    stops there, its earlier batches kept; the pass goes on with the next source. A
+    database that cannot be written at all (locked, full, gone) still ends the pass."""
+
+    def __init__(self, line: Optional[int], message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+@contextmanager
+def _fenced(label: str, first: Optional[int], last: Optional[int]):
+    """Turn a failure to store the batch of lines `first`..`last` of `label` (None: a
+    document's records) into `Refused`; stops, read errors and an unusable database pass."""
+    what = "its records" if first is None else (
+        f"the batch of line {first}" if last is None or last <= first else f"the batch of lines {first} to {last}")
+    try:
+        yield
+        return
+    except (IntegrityError, DataError) as exc:
+        why = f"the database refused {what} ({describe_db_error(exc)})"
+    except (Stopped, OSError, SQLAlchemyError):
+        raise
+    except Exception:
+        # A bug met on this file's data: the log has the traceback; the page gets no text
+        # of the exception (it may quote the trace or a path).
+        log.exception("storing a batch of %s failed", label)
+        why = f"an internal error stopped {what} (the board's log has the details)"
+    if first is None:
+        raise Refused(None, f"not stored: {why}")
+    raise Refused(first, f"not stored, with the rest of the file: {why}"
+                         + ("; the lines before it are kept" if first > 1 else ""))
+
+
 class Ingestor:
     """Reads sources into the store. One instance per writer (it caches run keys)."""
 
@@ -225,6 +261,10 @@ class Ingestor:
         #: reader processes started before the pass (`ingest_discovery(early=...)`), by source key
         self._early: Optional[EarlyReaders] = None
         self._checkpointer: Optional[Checkpointer] = None
+        #: source key -> (size, mtime) of a file whose batch was `Refused`: the folder
+        #: watcher passes one dict to each pass's Ingestor, so a refused file is not read
+        #: and refused again every few seconds, only once it changes
+        self.refused: Optional[dict[str, tuple[int, float]]] = None
 
     def check_stop(self) -> None:
         if self.stop is not None and self.stop():
@@ -305,12 +345,33 @@ class Ingestor:
                     batch = self._new_batch(src)
                     for rec in extra:
                         batch.add(rec, None, 0)
-                    self._commit(src, report, batch.close(), None, closed=closed)
+                    with _fenced(src.label, None, None):
+                        self._commit(src, report, batch.close(), None, closed=closed)
+        except Refused as exc:
+            self.applier.forget()
+            report.errors.append(IngestIssue(src.label, exc.line, exc.message))
+            self._remember_refused(src)
         except (OperationalError, SQLAlchemyError) as exc:
             self.applier.forget()
             raise BoardError(f"cannot write to the database: {describe_db_error(exc)}", status=503) from exc
         except OSError as exc:
             report.errors.append(IngestIssue(src.label, None, f"cannot read file: {exc.strerror or type(exc).__name__}"))
+        else:
+            if self.refused:
+                self.refused.pop(src.key, None)
+
+    def _remember_refused(self, src: Source) -> None:
+        if self.refused is None or src.open is not None:
+            return
+        try:
+            st = src.stamp or os.stat(src.path)
+        except OSError:
+            return
+        self.refused[src.key] = (st.st_size, st.st_mtime)
+
+    def _refused_before(self, src: Source, st: Any) -> bool:
+        """Whether this file, as it is, was refused by an earlier pass (`refused`)."""
+        return bool(self.refused) and self.refused.get(src.key) == (st.st_size, st.st_mtime)
 
     def _source_row(self, key: str) -> Optional[Any]:
         with self.engine.connect() as conn:
@@ -456,7 +517,7 @@ class Ingestor:
         if prev is None:
             report.fresh += 1
         digest = _document_digest(src)
-        if prev is not None and prev["content_hash"] == digest:
+        if prev is not None and prev["content_hash"] == digest or self._refused_before(src, st):
             return
         src.rewrite = prev is not None and bool(prev["content_hash"])
         src.changed = _document_change(prev["content_hash"], digest) if src.rewrite else None
@@ -480,9 +541,10 @@ class Ingestor:
                 for w in warns:
                     report.warnings.append(IngestIssue(src.label, None, w))
                 batch.add(rec, None, 0)
-        self._commit(src, report, batch.close(), {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
-                                          "offset": st.st_size, "lines": 0}, closed=closed, end_of_pass=True,
-                     run_warnings=run_warnings)
+        with _fenced(src.label, None, None):
+            self._commit(src, report, batch.close(), {"size": st.st_size, "mtime": st.st_mtime, "content_hash": digest,
+                                              "offset": st.st_size, "lines": 0}, closed=closed, end_of_pass=True,
+                         run_warnings=run_warnings)
         if self.progress:
             self.progress(st.st_size)
 
@@ -511,7 +573,8 @@ class Ingestor:
             prev = self._source_row(src.key)
         if prev is None:
             report.fresh += 1
-        if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
+        if (prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]
+                or self._refused_before(src, st)):
             if self.progress:
                 self.progress(st.st_size)
             return  # unchanged since the last pass
@@ -586,7 +649,7 @@ class Ingestor:
                     for rid, msgs in c.run_warnings.items():
                         run_warnings.setdefault(rid, []).extend(msgs)
                 batch = group[0].batch if len(group) == 1 else ReadBatch.merged([c.batch for c in group])
-                with self._transaction() as conn:
+                with _fenced(src.label, group[0].first_line, chunk.line), self._transaction() as conn:
                     self._apply(conn, src, batch, run_warnings, closed=closed, done=done)
                     # mtime is saved only after a complete pass: it is what lets the next pass
                     # skip an unchanged file without reading it. A reload saves its offset only

@@ -70,6 +70,8 @@ class Chunk:
     #: the bytes and lines consumed so far, and the sha256 of those bytes
     offset: int = 0
     line: int = 0
+    #: the number of its first line (the lines before it, plus one)
+    first_line: int = 1
     digest: str = ""
     #: the last chunk of the pass (the end of the source, or a limit of the stream)
     last: bool = False
@@ -127,7 +129,7 @@ def _chunks(src: Any, fh: Any, offset: int, line: int, hasher: Any, rewrite: boo
     name = label.rsplit("/", 1)[-1]
     limit = settings.batch_lines
     chunk = Chunk(ReadBatch(label, encode=encode, positions=positions), start=offset, offset=offset, line=line,
-                  rewrite=rewrite)
+                  first_line=line + 1, rewrite=rewrite)
     digest = hasher.copy()
     batch, issues = chunk.batch, chunk.issues
     tick = 0
@@ -158,7 +160,7 @@ def _chunks(src: Any, fh: Any, offset: int, line: int, hasher: Any, rewrite: boo
                 batch.close()
                 yield chunk
                 chunk = Chunk(ReadBatch(label, encode=encode, positions=positions), start=chunk.offset,
-                              offset=chunk.offset, line=chunk.line)
+                              offset=chunk.offset, line=chunk.line, first_line=chunk.line + 1)
                 batch, issues = chunk.batch, chunk.issues
     except LimitExceeded as exc:
         # A limit of the stream, not of a line: named by file only.

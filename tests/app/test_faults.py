@@ -168,3 +168,120 @@ def test_missing_database_folder_is_a_clear_error(tmp_path: Path):
     proc = _cli("ingest", str(_small(tmp_path / "t.jsonl")), "--db", str(tmp_path / "nowhere" / "q.db"), cwd=tmp_path)
     assert proc.returncode == 1
     assert proc.stderr.strip() == "error: database folder does not exist: nowhere"
+
+
+# -- a batch the database refuses costs its own file, not the pass ---------------------------
+
+#: A trigger stands for a record the database refuses for its own sake (a constraint, a
+#: value out of a column's range): SQLite reports RAISE(ABORT) as a constraint failure.
+POISON = ("CREATE TRIGGER poison BEFORE INSERT ON steps WHEN NEW.ts = 'poison' "
+          "BEGIN SELECT RAISE(ABORT, 'poisoned step'); END")
+
+
+def _lines(path: Path, *records: dict) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def _poisoned_db(tmp_path: Path) -> Path:
+    db = tmp_path / "q.db"
+    assert _cli("ingest", str(_small(tmp_path / "seed.jsonl", "seed")), "--db", str(db), cwd=tmp_path).returncode == 0
+    conn = sqlite3.connect(db)
+    conn.execute(POISON)
+    conn.commit()
+    conn.close()
+    return db
+
+
+def test_a_batch_the_database_refuses_fails_its_own_file_and_the_other_files_land(tmp_path: Path):
+    db = _poisoned_db(tmp_path)
+    # Batches of two lines: lines 1-2 land, the batch of lines 3-4 is refused, line 5 is never read.
+    poison = _lines(tmp_path / "a-poison.jsonl", {"type": "run_start", "run_id": "p"}, {"type": "step", "run_id": "p", "step": 0},
+                    {"type": "step", "run_id": "p", "step": 1, "ts": "poison"}, {"type": "step", "run_id": "p", "step": 2},
+                    {"type": "step", "run_id": "p", "step": 3})
+    good = _small(tmp_path / "b-good.jsonl", "g")
+    proc = _cli("ingest", str(poison), str(good), "--db", str(db), "--json", cwd=tmp_path, QITA_BATCH_LINES="2")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr + proc.stdout
+    report = orjson.loads(proc.stdout)
+    assert report["errors"] == [{"file": str(poison), "line": 3, "message": (
+        "not stored, with the rest of the file: the database refused the batch of lines 3 to 4 (poisoned step); "
+        "the lines before it are kept")}]
+    counts = _counts(db)
+    assert counts["integrity"] == "ok"
+    assert counts["per_run"] == {"seed": 1, "p": 1, "g": 1}
+
+
+def test_a_refused_batch_in_a_file_read_by_its_own_process_stops_that_process(tmp_path: Path):
+    db = _poisoned_db(tmp_path)
+    trace = _big_trace(tmp_path / "big.jsonl")
+    with open(trace, "ab") as fh:  # the last batch is refused
+        fh.write(orjson.dumps({"type": "step", "run_id": "big-000", "step": 99999, "ts": "poison"}) + b"\n")
+    lines = RUNS * (STEPS_PER_RUN + 2) + 1
+    proc = _cli("ingest", str(trace), "--db", str(db), "--json", cwd=tmp_path, QITA_READER_PROCESS_BYTES="1")
+    assert proc.returncode == 1
+    (error,) = orjson.loads(proc.stdout)["errors"]
+    assert error["file"] == str(trace)
+    assert error["message"].startswith("not stored, with the rest of the file: the database refused the batch of lines ")
+    assert error["message"].endswith(f" to {lines} (poisoned step); the lines before it are kept")
+    counts = _counts(db)
+    assert counts["integrity"] == "ok" and counts["dupes"] == 0
+    assert 0 < counts["steps"] - 1 < RUNS * STEPS_PER_RUN  # the batches before it, and the seed's step
+
+
+def test_a_refused_file_is_not_read_again_by_the_watcher_until_it_changes(tmp_path: Path):
+    from qita_board.db import open_database
+    from qita_board.ingest import Ingestor
+    from qita_board.settings import Settings
+
+    db = _poisoned_db(tmp_path)
+    folder = tmp_path / "watched"
+    folder.mkdir()
+    poison = _lines(folder / "p.jsonl", {"type": "run_start", "run_id": "p"}, {"type": "step", "run_id": "p", "step": 0, "ts": "poison"})
+    settings = Settings(db=str(db))
+    engine = open_database(settings)
+    refused: dict = {}
+
+    def watch_pass():
+        ingestor = Ingestor(engine, settings)
+        ingestor.refused = refused
+        return ingestor.ingest_paths([str(folder)], final=False)
+
+    try:
+        first = watch_pass()
+        assert [(e.file, e.line) for e in first.errors] == [(str(poison), 1)]
+        assert list(refused) and watch_pass().errors == []  # unchanged: not read, not reported again
+        with open(poison, "ab") as fh:  # it changed: read again from where its last batch landed
+            fh.write(orjson.dumps({"type": "step", "run_id": "p", "step": 1}) + b"\n")
+        assert [(e.file, e.line) for e in watch_pass().errors] == [(str(poison), 1)]
+        conn = sqlite3.connect(db)
+        conn.execute("DROP TRIGGER poison")
+        conn.commit()
+        conn.close()
+        os.utime(poison, ns=(time.time_ns(), time.time_ns() + 10**9))
+        last = watch_pass()
+        assert last.errors == [] and last.records == 3 and refused == {}
+    finally:
+        engine.dispose()
+    assert _counts(db)["per_run"] == {"seed": 1, "p": 2}
+
+
+def test_a_bug_met_while_storing_one_file_is_reported_on_it_and_logged(ingest, engine, tmp_path: Path, monkeypatch, caplog):
+    from qita_board.ingest import store
+
+    apply = store.Applier.apply
+
+    def failing(self, conn, batch, **kw):
+        if "bug" in batch.runs:
+            raise KeyError("a secret path /etc/x")
+        return apply(self, conn, batch, **kw)
+
+    monkeypatch.setattr(store.Applier, "apply", failing)
+    bug = _small(tmp_path / "a.jsonl", "bug")
+    good = _small(tmp_path / "b.jsonl", "g")
+    report = ingest(bug, good)
+    assert [(e.file, e.line, e.message) for e in report.errors] == [(str(bug), 1, (
+        "not stored, with the rest of the file: an internal error stopped the batch of lines 1 to 2 "
+        "(the board's log has the details)"))]
+    assert report.created == {"g"}
+    assert any(r.levelname == "ERROR" and r.exc_info and "a.jsonl" in r.getMessage() for r in caplog.records)
