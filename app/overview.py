@@ -75,18 +75,20 @@ def task_figures(tasks: list[tuple[int, int, int]], *, measured: bool = True) ->
 
     coder_eval's variant.json counts a task once however many replicates it ran (its
     `pass_rate` is per task there, per replicate in run.json), each in one of its status
-    categories: `tasks_succeeded`, `tasks_failed`, `tasks_error`. A task passes when every
-    decided replicate passed; one that no replicate passed is an error when every one
-    errored and a failure otherwise; a task whose replicates disagree on passing is
-    *mixed* and counted in none (no documented rule picks one of its verdicts). An error
-    is decided, as in coder_eval's rate (it counts as 0.0).
+    categories: `tasks_succeeded`, `tasks_failed`, `tasks_error`. Replicates are folded to
+    their worst verdict, as coder_eval folds them (experiment.json's `task_summaries` give
+    each task's folded `final_status`): a task is an error when any replicate errored, else
+    a failure when any failed, else a pass. `tasks_mixed` names the tasks whose replicates
+    disagree, counted by that rule. An error is decided, as in coder_eval's rate (it counts
+    as 0.0).
     `measured`: False when the variant's run-level rate has nothing to be a fraction of
-    (`pass_rate`: ungraded runs and no measured verdict); the rate by task has none either,
-    as coder_eval's VariantAggregate applies the one rule to both."""
+    (`pass_rate`: ungraded runs and no measured verdict); the rate by task is withheld
+    too, as run.json's rule says (variant.json, which folds an errored replicate's missing
+    score to 0.0, can report 0.0 there)."""
     passed = sum(1 for d, p, _e in tasks if d and p == d)
-    errored = sum(1 for d, p, e in tasks if d and p == 0 and e == d)
-    failed = sum(1 for d, p, e in tasks if d and p == 0 and e < d)
-    mixed = sum(1 for d, p, _e in tasks if d and 0 < p < d)
+    errored = sum(1 for d, _p, e in tasks if d and e)
+    failed = sum(1 for d, p, e in tasks if d and not e and p < d)
+    mixed = sum(1 for d, p, e in tasks if d and p != d and e != d and (p or e))
     decided = passed + failed + errored
     return {"tasks": len(tasks), "tasks_passed": passed, "tasks_failed": failed, "tasks_error": errored,
             "tasks_mixed": mixed, "task_pass_rate": passed / decided if decided and measured else None}

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import orjson
 import pytest
 
-from tests.app.parsed_html import page, text
+from tests.app.parsed_html import one, page, text
 
 pytestmark = pytest.mark.both_backends
 
@@ -813,9 +813,50 @@ def test_replicates_that_disagree_and_tasks_on_one_side_only_through_compare(ing
         pytest.approx(0.02), pytest.approx(0.02), 2, 1)
     assert data["replicates"]["flaky_a"] == ["t1"] and data["replicates"]["flaky_b"] == []
     shown = {v["variant"]: v for v in client.get("/api/experiments").json()["experiments"][0]["variants"]}
-    # by run: smoke 2 of 4, e2e 3 of 4; by task: smoke t1 mixed, t2 pass, t4 fail -> 1 of 2
-    assert (shown["smoke"]["pass_rate"], shown["smoke"]["tasks_mixed"], shown["smoke"]["task_pass_rate"]) == (0.5, 1, 0.5)
+    # by run: smoke 2 of 4, e2e 3 of 4; by task: smoke t1 pass + fail folds to a failure
+    # (coder_eval folds replicates to the worst verdict), t2 pass, t4 fail -> 1 of 3
+    assert (shown["smoke"]["pass_rate"], shown["smoke"]["tasks_mixed"], shown["smoke"]["tasks_failed"],
+            shown["smoke"]["task_pass_rate"]) == (0.5, 1, 2, pytest.approx(1 / 3))
     assert (shown["e2e"]["pass_rate"], shown["e2e"]["task_pass_rate"]) == (0.75, pytest.approx(2 / 3))
+
+
+#: Replicates per task, and the folded final_status coder_eval reports for each task.
+FOLD_REPLICATES = {"t1": ["SUCCESS", "SUCCESS"], "t2": ["SUCCESS", "FAILURE"], "t3": ["SUCCESS", "FAILURE", "ERROR"],
+                   "t4": ["FAILURE", "ERROR"]}
+FOLDED = {"t1": "SUCCESS", "t2": "FAILURE", "t3": "ERROR", "t4": "ERROR"}
+
+
+def fold_experiment(root: Path) -> Path:
+    """A smoke variant whose tasks' replicates disagree (FOLD_REPLICATES), with the
+    experiment.json task_summaries coder_eval writes for them (FOLDED)."""
+    for task_id, statuses in FOLD_REPLICATES.items():
+        for rep, status in enumerate(statuses):
+            write(root, task(task_id, "smoke", status=status, score=1.0 if status == "SUCCESS" else 0.0), replicate=rep)
+    (root / "experiment.json").write_bytes(orjson.dumps({
+        "experiment_id": "fold", "description": "", "variant_ids": ["smoke"],
+        "task_summaries": [{"task_id": t, "variant_results": [{"variant_id": "smoke", "task_id": t, "final_status": st,
+                                                               "replicate_count": len(FOLD_REPLICATES[t])}]}
+                           for t, st in FOLDED.items()]}))
+    return root
+
+
+def test_replicates_fold_to_the_worst_verdict_as_experiment_json_reports_each_task(ingest, client, tmp_path):
+    # coder_eval folds a task's replicates to one VariantResult with one final_status, the
+    # worst of error, failure and success; experiment.json's task_summaries say so per task
+    # (written here as coder_eval would, beside the replicates). variant.json's categories
+    # count those folded statuses: smoke 1 succeeded (t1), 1 failed (t2), 2 error (t3, t4).
+    root = fold_experiment(tmp_path / "2026-09-09_09-09-09")
+    folded = FOLDED
+    assert ingest(root).errors == []
+    v = client.get("/api/experiments").json()["experiments"][0]["variants"][0]
+    statuses = list(folded.values())
+    assert (v["tasks"], v["tasks_passed"], v["tasks_failed"], v["tasks_error"]) == (
+        4, statuses.count("SUCCESS"), statuses.count("FAILURE"), statuses.count("ERROR"))
+    assert (v["tasks_mixed"], v["task_pass_rate"]) == (3, pytest.approx(1 / 4))
+    # by run: 4 of 9 replicates passed, errors in the denominator
+    assert v["pass_rate"] == pytest.approx(4 / 9)
+    by_task = text(one(page(client.get("/").text), 'tr.variant-row[data-variant="smoke"] .by-task'))
+    assert by_task == "by task: 25% (1 of 4); 3 tasks with replicates that disagree, each counted by its worst verdict"
 
 
 # -- zips of every layout ---------------------------------------------------------------------

@@ -176,14 +176,17 @@ def test_runs_without_an_experiment_or_variant_link_to_just_those_runs(tmp_path,
 
 
 @pytest.mark.parametrize(("tasks", "expected"), [
-    # (decided, passed, errored replicates) per task -> tasks, passed, failed, error, mixed, rate
+    # (decided, passed, errored replicates) per task -> tasks, passed, failed, error, mixed, rate;
+    # replicates fold to their worst verdict: error, then failure, then pass (coder_eval's fold)
     ([(2, 2, 0), (1, 0, 0), (1, 1, 0)], (3, 2, 1, 0, 0, 2 / 3)),
-    ([(2, 1, 0), (1, 1, 0)], (2, 1, 0, 0, 1, 1.0)),      # the disagreeing task counts for no side
-    ([(0, 0, 0), (2, 0, 0)], (2, 0, 1, 0, 0, 0.0)),      # a task with nothing decided counts for none
-    ([(3, 1, 2)], (1, 0, 0, 0, 1, None)),
+    ([(2, 1, 0), (1, 1, 0)], (2, 1, 1, 0, 1, 1 / 2)),      # pass and fail: a failure
+    ([(0, 0, 0), (2, 0, 0)], (2, 0, 1, 0, 0, 0.0)),        # a task with nothing decided counts for none
+    ([(3, 1, 2)], (1, 0, 0, 1, 1, 0.0)),                   # pass and errors: an error
+    ([(3, 1, 1)], (1, 0, 0, 1, 1, 0.0)),                   # pass, fail, error: an error
     # an error is decided and not passed (coder_eval's 0.0), in its own category: 1 of 3
     ([(1, 1, 0), (1, 0, 1), (2, 0, 2)], (3, 1, 0, 2, 0, 1 / 3)),
-    ([(2, 0, 1)], (1, 0, 1, 0, 0, 0.0)),                 # a failure and an error: not every one errored
+    ([(2, 0, 1)], (1, 0, 0, 1, 1, 0.0)),                   # a failure and an error: an error
+    ([(3, 3, 0), (2, 0, 0)], (2, 1, 1, 0, 0, 1 / 2)),      # replicates that agree are not mixed
 ])
 def test_figures_by_task_count_each_task_once(tasks, expected):
     f = overview.task_figures(tasks)

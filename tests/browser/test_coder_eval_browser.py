@@ -109,6 +109,22 @@ def test_the_overview_gives_coder_evals_own_pass_rate_by_task(live_server, page,
     assert page.errors == []
 
 
+def test_the_overview_folds_disagreeing_replicates_to_the_worst_verdict(live_server, page, ingest, tmp_path):
+    from tests.app.test_coder_eval_schema import FOLDED, fold_experiment
+
+    assert ingest(fold_experiment(tmp_path / "2026-09-09_09-09-09")).errors == []
+    passed = list(FOLDED.values()).count("SUCCESS")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(live_server.url + "/")
+        by_task = page.locator("tr.variant-row[data-variant='smoke'] .by-task")
+        assert by_task.inner_text() == (f"by task: {round(100 * passed / len(FOLDED))}% ({passed} of {len(FOLDED)}); "
+                                        "3 tasks with replicates that disagree, each counted by its worst verdict")
+        assert "is an error when any errored" in by_task.get_attribute("title")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.errors == []
+
+
 def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, page, ingest, tmp_path):
     # Results written from coder_eval's documented schema (tests/app/test_coder_eval_schema):
     # a field of the wrong type is said on its run's page; a TIMEOUT's cost is a lower
