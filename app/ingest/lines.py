@@ -205,6 +205,10 @@ def validate_record(value: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Op
     for _ in range(MAX_REPAIRS):
         try:
             model.model_validate(record)
+            if rtype == "step" and type(record["step"]) is float:
+                # 2.0 is the step 2 (JSON has one kind of number): a key is stored as an
+                # integer (PostgreSQL's integer column refused "2.0" and the batch with it).
+                record = {**record, "step": int(record["step"])}
             return record, None, warnings
         except ValidationError as exc:
             failure = exc
