@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from qita.format import BUDGET_STOP_REASONS
+
 from . import stats
 from .compare_flags import early_stop_flags, step_calls
 from .errors import BoardError
@@ -276,6 +278,9 @@ def summarize(pairs: list[dict[str, Any]], only_a: list[dict[str, Any]], only_b:
     early_graded = [p for p in early if p["graded"]]
     # A run that errored did not run to its end, whether or not it was to stop early.
     errored = [p for p in pairs if not p["a"]["early_stopped"] and _errored(p["a"])]
+    # A budget that cut the run (a TIMEOUT, its turns or tokens spent) is not an end either.
+    cut = [p for p in pairs if not p["a"]["early_stopped"] and not _errored(p["a"])
+           and p["a"].get("stop_reason") in BUDGET_STOP_REASONS]
     mcnemar = stats.mcnemar_exact(confusion["pass_fail"], confusion["fail_pass"])
     flag_counts: dict[str, int] = {}
     for p in pairs:
@@ -303,7 +308,8 @@ def summarize(pairs: list[dict[str, Any]], only_a: list[dict[str, Any]], only_b:
         "early_stop_pass_fail": sum(1 for p in early_graded
                                     if p["a"]["verdict"] == "pass" and outcome(p["b"]["verdict"]) == "miss"),
         "errored_a": len(errored),
-        "ran_to_end_a": len(pairs) - len(early) - len(errored),
+        "cut_by_budget_a": len(cut),
+        "ran_to_end_a": len(pairs) - len(early) - len(errored) - len(cut),
         "errors": {"a": sum(1 for p in pairs if p["a"]["verdict"] == "error"),
                    "b": sum(1 for p in pairs if p["b"]["verdict"] == "error"),
                    "both": sum(1 for p in pairs if p["a"]["verdict"] == "error" and p["b"]["verdict"] == "error")},

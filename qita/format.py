@@ -86,6 +86,9 @@ STOP_REASONS = (
     "budget_cost",
 )
 
+#: The stop reasons of a run cut by one of its budgets (steps, time, tokens, cost).
+BUDGET_STOP_REASONS = ("budget_steps", "budget_time", "budget_tokens", "budget_cost")
+
 #: The live verdicts of a criterion while the run goes (`criterion.live_verdict`, `step.live_verdicts`).
 LIVE_VERDICTS = ("pass", "fail", "undecided")
 LiveVerdict = Literal["pass", "fail", "undecided"]

@@ -313,6 +313,10 @@ def _hand_compare(real: dict[str, dict[str, Any]], a: str, b: str) -> dict[str, 
         out[name] = (ta, tb, 100 * (tb - ta) / tb)
     out["early_a"] = sum(1 for k in keys if side[a][k]["early_stop"])
     out["errored_a"] = sum(1 for k in keys if side[a][k]["verdict"] == "error" and not side[a][k]["early_stop"])
+    # cut by a budget: REPORT_SCHEMA's FinalStatus values for a breached limit, or turns run out
+    budget = {"TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED", "COST_BUDGET_EXCEEDED"}
+    out["cut_a"] = sum(1 for k in keys if not side[a][k]["early_stop"] and side[a][k]["verdict"] != "error"
+                       and (side[a][k]["status"] in budget or side[a][k]["task"].get("max_turns_exhausted") is True))
     return out
 
 
@@ -332,7 +336,8 @@ def test_compare_summary_equals_a_hand_computation(real, client):
         assert s[name]["saved_pct"] == pytest.approx(pct), name
     assert s["early_stopped_a"] == want["early_a"]
     assert s["errored_a"] == want["errored_a"]
-    assert s["ran_to_end_a"] == want["paired"] - want["early_a"] - want["errored_a"]
+    assert s["cut_by_budget_a"] == want["cut_a"]
+    assert s["ran_to_end_a"] == want["paired"] - want["early_a"] - want["errored_a"] - want["cut_a"]
     assert f"{round(want['agent_s'][2])}% less agent time" in data["headline"]
 
 

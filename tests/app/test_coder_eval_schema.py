@@ -859,6 +859,25 @@ def test_replicates_fold_to_the_worst_verdict_as_experiment_json_reports_each_ta
     assert by_task == "by task: 25% (1 of 4); 3 tasks with replicates that disagree, each counted by its worst verdict"
 
 
+def budget_cut_experiment(root: Path) -> Path:
+    """smoke: t1 TIMEOUT, t2 MAX_TURNS_EXHAUSTED, t3 ERROR, t4 FAILURE (the agent ended its
+    turn), none stopped early; e2e: all four SUCCESS."""
+    for task_id, status in (("t1", "TIMEOUT"), ("t2", "MAX_TURNS_EXHAUSTED"), ("t3", "ERROR"), ("t4", "FAILURE")):
+        write(root, task(task_id, "smoke", status=status, score=0.0))
+        write(root, task(task_id, "e2e"))
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "cut", "description": "",
+                                                         "variant_ids": ["smoke", "e2e"]}))
+    return root
+
+
+def test_runs_cut_by_a_budget_are_not_counted_as_run_to_the_end(ingest, client, tmp_path):
+    # REPORT_SCHEMA: a TIMEOUT is a hard kill, MAX_TURNS_EXHAUSTED ran out of turns; neither
+    # ran to its end. Of 4 smoke runs: 2 cut by a budget, 1 errored, 1 ran to the end.
+    assert ingest(budget_cut_experiment(tmp_path / "2026-10-10_10-10-10")).errors == []
+    s = client.get("/api/compare", params={"experiment": "cut", "a": "smoke", "b": "e2e"}).json()["summary"]
+    assert (s["paired"], s["early_stopped_a"], s["errored_a"], s["cut_by_budget_a"], s["ran_to_end_a"]) == (4, 0, 1, 2, 1)
+
+
 # -- zips of every layout ---------------------------------------------------------------------
 
 def test_a_zip_of_a_results_folder_without_run_json_or_of_one_variant_is_read(client, tmp_path):

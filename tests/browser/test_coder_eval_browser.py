@@ -125,6 +125,19 @@ def test_the_overview_folds_disagreeing_replicates_to_the_worst_verdict(live_ser
     assert page.errors == []
 
 
+def test_compare_names_the_runs_a_budget_cut_apart_from_those_that_ran_to_the_end(live_server, page, ingest, tmp_path):
+    from tests.app.test_coder_eval_schema import budget_cut_experiment
+
+    assert ingest(budget_cut_experiment(tmp_path / "2026-10-10_10-10-10")).errors == []
+    page.goto(f"{live_server.url}/compare?experiment=cut&a=smoke&b=e2e")
+    rows = {" ".join(r.locator("th").inner_text().split()): r.locator("td").inner_text()
+            for r in page.locator("table.early-breakdown tr").all()}
+    assert rows["cut by a budget (steps, time, tokens or cost)"] == "2"
+    assert rows["errored (no gradeable attempt)"] == "1"
+    assert rows["ran to the end"] == "1"
+    assert page.errors == []
+
+
 def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, page, ingest, tmp_path):
     # Results written from coder_eval's documented schema (tests/app/test_coder_eval_schema):
     # a field of the wrong type is said on its run's page; a TIMEOUT's cost is a lower
