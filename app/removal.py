@@ -189,6 +189,14 @@ def get_upload(conn: Connection, *, upload_id: int) -> Optional[dict[str, Any]]:
             "created_count": len(created), "updated_count": len(kept), "_created_pks": sorted(created)}
 
 
+def upload_stamp(upload: dict[str, Any]) -> str:
+    """What tells one upload from a later one given its number: SQLite gives a deleted last
+    upload's number to the next one, so a delete page left open would otherwise delete an
+    upload nobody confirmed."""
+    created = upload.get("created_at")
+    return created.isoformat() if isinstance(created, datetime) else str(created)
+
+
 def plan_upload(conn: Connection, *, upload_id: int) -> Optional[dict[str, Any]]:
     """What deleting an upload removes: the runs it created with all their rows; the runs it
     only added to are kept and listed."""

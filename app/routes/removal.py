@@ -43,14 +43,18 @@ def _no_upload(upload_id: int) -> BoardError:
 
 
 def _carry_out(request: Request, label: str, plan: Callable[[Connection], Optional[dict[str, Any]]],
-               missing: Callable[[], BoardError], *, upload_id: Optional[int] = None) -> dict[str, Any]:
+               missing: Callable[[], BoardError], *, upload_id: Optional[int] = None,
+               stamp: Optional[str] = None) -> dict[str, Any]:
     """Plan again and delete in one transaction on the writer thread; the removed run ids are
-    forgotten by the ingest's key cache so a later ingest creates them afresh."""
+    forgotten by the ingest's key cache so a later ingest creates them afresh. `stamp`: the
+    upload the confirmation page showed (`removal.upload_stamp`); another one is not deleted."""
     def job(_job, ingestor) -> dict[str, Any]:
         with ingestor.engine.begin() as conn:
             found = plan(conn)
             if found is None:
                 return {"missing": True}
+            if stamp is not None and removal.upload_stamp(found["upload"]) != stamp:
+                return {"changed": True}
             result = removal.execute(conn, found, upload_id=upload_id)
         for run in result["runs"]:
             ingestor.applier.forget(run["run_id"])
@@ -61,6 +65,10 @@ def _carry_out(request: Request, label: str, plan: Callable[[Connection], Option
         raise BoardError(done.error or "the delete did not finish: try again", status=503)
     if done.result.get("missing"):
         raise missing()
+    if done.result.get("changed"):
+        raise BoardError(f"upload #{upload_id} is not the upload the delete page showed: that one was deleted, and "
+                         "its number now names a newer upload. Nothing was deleted.", status=409,
+                         details={"confirm_url": f"/uploads/{upload_id}/delete"})
     return done.result
 
 
@@ -139,19 +147,20 @@ def confirm_upload_delete(request: Request, session: SessionDep, upload_id: Uplo
     plan = removal.plan_upload(conn, upload_id=upload_id)
     if plan is None:
         raise _no_upload(upload_id)
-    data = {**removal.public(plan), "kind": "upload", "target": upload_id}
+    data = {**removal.public(plan), "kind": "upload", "target": upload_id, "stamp": removal.upload_stamp(plan["upload"])}
     return respond(request, "delete.html", data, context=_context(request))
 
 
 @router.post("/uploads/{upload_id}/delete", include_in_schema=False)
 def upload_delete_form(request: Request, upload_id: UploadId,
-                       confirm: Annotated[str, Form(max_length=100)] = "") -> Any:
-    """The confirmation form's post: deletes when `confirm` repeats the upload number."""
-    if confirm != str(upload_id):
+                       confirm: Annotated[str, Form(max_length=100)] = "",
+                       stamp: Annotated[str, Form(max_length=100)] = "") -> Any:
+    """The confirmation form's post: deletes when `confirm` repeats the upload number and `stamp` names that upload."""
+    if confirm != str(upload_id) or not stamp:
         raise BoardError("to delete, confirm on the upload's delete page (the form repeats its number)",
                          details={"confirm_url": request.url.path})
     result = _carry_out(request, f"delete upload #{upload_id}", _plan_upload(upload_id), lambda: _no_upload(upload_id),
-                        upload_id=upload_id)
+                        upload_id=upload_id, stamp=stamp)
     return respond(request, "delete.html", {**result, "kind": "upload", "target": upload_id}, context=_context(request))
 
 

@@ -17,7 +17,8 @@ from qita_board.main import create_app
 from qita_board.models import RUNS
 from qita_board.removal import child_tables
 from tests.app.pages_traces import TS, early_run, run_records
-from tests.app.parsed_html import attrs, page, select_texts
+from tests.app.parsed_html import attrs, one, page, select_texts
+from tests.app.parsed_html import text as shown
 from tests.conftest import ROOT, write_jsonl
 
 pytestmark = pytest.mark.both_backends
@@ -177,7 +178,8 @@ def test_the_upload_page_and_its_confirmation(client):
     assert f"/uploads/{uid}" in attrs(client.get("/uploads").text, "table a", "href")
     confirm = client.get(f"/uploads/{uid}/delete").text
     assert attrs(confirm, 'form input[name="confirm"]', "value") == [str(uid)]
-    done = client.post(f"/uploads/{up['upload_id']}/delete", data={"confirm": str(up["upload_id"])}, headers=SAME_SITE)
+    (stamp,) = attrs(confirm, 'form input[name="stamp"]', "value")
+    done = client.post(f"/uploads/{uid}/delete", data={"confirm": str(uid), "stamp": stamp}, headers=SAME_SITE)
     assert done.status_code == 200 and client.get("/api/runs/p-1").status_code == 404
     assert client.get("/api/uploads/99999").status_code == 404
 
@@ -228,3 +230,34 @@ def test_qita_delete_dry_run_then_delete(loaded, settings, engine):
         assert conn.execute(select(RUNS.c.id).where(RUNS.c.run_id == "beta-e2e-t1")).first() is None
     usage = qita("delete", "--db", db)
     assert usage.returncode == 2 and "name run ids, or one --upload ID" in usage.stderr
+
+
+def test_a_delete_page_left_open_does_not_delete_a_newer_upload_given_the_same_number(client):
+    # SQLite gives a deleted last row's number to the next row: upload #N deleted in one tab,
+    # a new upload becomes #N, and the first tab's form named only N.
+    up = _upload(client, "first.jsonl", run_records("first-run"))
+    uid = up["upload_id"]
+    (stale,) = attrs(client.get(f"/uploads/{uid}/delete").text, 'form input[name="stamp"]', "value")
+    assert client.delete(f"/api/uploads/{uid}").status_code == 200
+    again = _upload(client, "innocent.jsonl", run_records("innocent-run"))
+    assert again["upload_id"] == uid
+    refused = client.post(f"/uploads/{uid}/delete?format=json", data={"confirm": str(uid), "stamp": stale},
+                          headers=SAME_SITE)
+    assert refused.status_code == 409
+    assert refused.json()["error"] == (f"upload #{uid} is not the upload the delete page showed: that one was deleted, "
+                                       "and its number now names a newer upload. Nothing was deleted.")
+    assert client.get("/api/runs/innocent-run").status_code == 200
+    # without the stamp the form is not a confirmation at all
+    assert client.post(f"/uploads/{uid}/delete", data={"confirm": str(uid)}, headers=SAME_SITE).status_code == 400
+    assert client.get("/api/runs/innocent-run").status_code == 200
+
+
+def test_the_delete_page_counts_every_run_an_upload_created_past_those_it_lists(client, monkeypatch):
+    from qita_board import removal
+
+    monkeypatch.setattr(removal, "SHOWN", 2)
+    up = _upload(client, "five.jsonl", [r for i in range(5) for r in run_records(f"five-{i}")])
+    doc = page(client.get(f"/uploads/{up['upload_id']}/delete").text)
+    assert len(doc.select("table.delete-runs tbody tr")) == 2
+    assert shown(one(doc, "#more-runs")) == "… and 3 more runs, not listed here."
+    assert shown(one(doc, "#confirm-delete")) == f"Delete upload #{up['upload_id']} (5 runs)"

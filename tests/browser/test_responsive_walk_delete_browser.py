@@ -377,3 +377,25 @@ def test_a_run_opened_past_its_last_step_shows_its_notice_on_load(board, browser
         assert problems == []
     finally:
         context.close()
+
+
+def test_a_delete_page_left_open_refuses_to_delete_the_newer_upload_that_took_its_number(live_server, page):
+    import httpx
+
+    def upload(name: str, run_id: str) -> int:
+        body = b"".join(orjson.dumps(r) + b"\n" for r in run_records(run_id))
+        r = httpx.post(live_server.url + "/api/traces", params={"wait": "true"}, files=[("files", (name, body))],
+                       headers={"Origin": live_server.url}, timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()["upload_id"]
+
+    uid = upload("first.jsonl", "first-run")
+    page.goto(f"{live_server.url}/uploads/{uid}/delete")
+    assert page.locator("#confirm-delete").inner_text() == f"Delete upload #{uid} (1 run)"
+    # meanwhile, in another tab: that upload is deleted and a new one gets its number
+    assert httpx.delete(f"{live_server.url}/api/uploads/{uid}", headers={"Origin": live_server.url}).status_code == 200
+    assert upload("innocent.jsonl", "innocent-run") == uid
+    page.locator("#confirm-delete").click()
+    page.wait_for_load_state()
+    assert "is not the upload the delete page showed" in page.locator("main").inner_text()
+    assert httpx.get(f"{live_server.url}/api/runs/innocent-run").status_code == 200
