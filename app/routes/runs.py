@@ -71,6 +71,15 @@ LIST_PARAMS = frozenset({"q", "experiment", "variant", "state", "stop_reason", "
 def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any:
     """Runs matching the search and filters, one page, with figures for the whole filtered set."""
     rows, count = run_list.list_runs(session, filters=filters)
+    if filters.offset and filters.offset >= count:
+        last = (count - 1) // filters.limit * filters.limit if count else 0
+        if wants_json(request):
+            raise BoardError(f"offset {filters.offset} is past the end: {count} run{'' if count == 1 else 's'} match "
+                             f"(the last page starts at offset {last})", status=404,
+                             details={"count": count, "last_offset": last})
+        # A page past the end (an old link, runs deleted since): its last page, not an empty one.
+        query = urlencode(filters.as_params(offset=last))
+        return RedirectResponse("/runs" + ("?" + query if query else ""), status_code=303)
     data = {
         "data": [public(r) for r in rows],
         "count": count,

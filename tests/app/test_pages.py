@@ -51,6 +51,18 @@ def test_list_search_filters_sort_and_pages(crafted, client):
     assert [r["run_id"] for r in page2["data"]] == ["c", "d"] and page2["count"] == 5
 
 
+def test_a_runs_page_past_the_end_goes_to_the_last_page(crafted, client):
+    # 5 runs in pages of 2: offsets 0, 2 and 4; an old link to offset 99999 showed an empty
+    # table under "5 runs", with a "previous" link to another empty page.
+    moved = client.get("/runs?sort=run_id&order=asc&limit=2&offset=99999", follow_redirects=False)
+    assert (moved.status_code, moved.headers["location"]) == (303, "/runs?sort=run_id&order=asc&offset=4&limit=2")
+    assert client.get("/runs?verdict=fail&offset=50", follow_redirects=False).headers["location"] == "/runs?verdict=fail"
+    api = client.get("/api/runs?limit=2&offset=5")
+    assert api.status_code == 404
+    assert api.json()["error"] == "offset 5 is past the end: 5 runs match (the last page starts at offset 4)"
+    assert client.get("/api/runs?limit=2&offset=4").json()["count"] == 5   # the last page itself is served
+
+
 def test_list_stats_worked_by_hand(crafted, client):
     s = client.get("/api/runs").json()["stats"]
     # graded: a pass, b fail, c fail, early-1 pass on its armed criterion; d not graded

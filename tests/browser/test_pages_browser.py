@@ -47,6 +47,14 @@ def test_list_filters_live_in_the_url_and_swap_only_the_table(live_server, page,
     assert page.errors == []
 
 
+def test_an_old_link_past_the_last_page_of_runs_opens_the_last_page(live_server, page, ingest, tmp_path):
+    assert ingest(write_set(tmp_path / "t")).ok   # 5 runs: pages of 2 start at 0, 2 and 4
+    page.goto(live_server.url + "/runs?sort=run_id&order=asc&limit=2&offset=99999")
+    assert page.evaluate("location.search") == "?sort=run_id&order=asc&offset=4&limit=2"
+    assert [t.strip() for t in page.locator("td.run-id").all_inner_texts()] == ["early-1"]
+    assert page.errors == []
+
+
 def test_run_view_badges_panel_lane_keys_and_expanders(live_server, page, ingest, tmp_path):
     recs = early_run()
     recs[2]["observation"] = "head " + "z" * 3000 + " TAIL-OF-OBSERVATION"
