@@ -1,4 +1,5 @@
-// Compare page: "Copy as Markdown" fetches the comparison as Markdown from the board and
+// Compare page: "Copy as Markdown", and the grouping form that keeps the pairs' sort and filter.
+// "Copy as Markdown" fetches the comparison as Markdown from the board and
 // puts it on the clipboard. Where the browser refuses the clipboard (a page served over
 // plain http from another host), the text is shown in a box to copy by hand. The text
 // only ever goes into the clipboard or a textarea's value, never into the page as HTML.
@@ -37,5 +38,24 @@
         fallback(button, text);
       })
       .catch(function (err) { say(button, "Could not copy: " + err.message); });
+  });
+  // The pairs' sort and filter change in place (htmx swaps the table and the URL), so the
+  // grouping form's copies of them, written when the page was built, are brought up to
+  // date as it is sent: grouping keeps the pairs as the reader left them.
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target;
+    var pairs = document.getElementById("pair-controls");
+    if (!form || form.id !== "group-form" || !pairs) return;
+    var now = new FormData(pairs);
+    ["sort", "only"].forEach(function (name) {
+      form.querySelectorAll("input[type=hidden][name=" + name + "]").forEach(function (old) { old.remove(); });
+      var value = now.get(name);
+      if (!value || (name === "sort" && value === "task")) return;
+      var input = document.createElement("input");
+      input.type = "hidden";
+      input.name = name;
+      input.value = value;
+      form.appendChild(input);
+    });
   });
 })();

@@ -111,3 +111,30 @@ def test_reviewer_story_groups_explains_and_copies_markdown(live_server, browser
     assert page.locator("#step-2").is_visible()
     assert errors == []
     context.close()
+
+
+def test_the_grouping_and_the_pairs_sort_keep_each_other_in_the_url(live_server, page, ingest, tmp_path):
+    from urllib.parse import parse_qs, urlsplit
+
+    from tests.app.test_compare_report import grouped_experiment
+
+    assert ingest(grouped_experiment(tmp_path / "grp.jsonl")).ok
+
+    def query() -> dict:
+        return {k: v[0] for k, v in parse_qs(urlsplit(page.url).query).items()}
+
+    page.goto(live_server.url + "/compare?experiment=grp&a=smoke&b=e2e&group=stop_reason")
+    page.select_option("select[name=sort]", "savings")
+    until(page, "location.search.includes('sort=savings')")  # pushed by htmx
+    assert query()["group"] == "stop_reason"
+    page.reload()
+    assert page.locator("table.groups tbody tr").count() > 0   # the grouping survived the reload
+    page.get_by_label("disagreements only").check()
+    until(page, "location.search.includes('only=disagree')")
+    page.select_option("#group-by", "meta:scenario")
+    page.get_by_role("button", name="Group").click()
+    page.wait_for_url("**group=meta%3Ascenario**")
+    assert (query()["sort"], query()["only"]) == ("savings", "disagree")
+    assert page.locator("select[name=sort]").input_value() == "savings"
+    assert page.locator("tr.pair-row").count() == page.locator("tr.pair-row.disagree").count() > 0
+    assert page.errors == []
