@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
@@ -11,6 +11,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from .. import export, fields, walk
 from ..deps import RunDep, RunRowDep, SessionDep, SettingsDep
 from ..errors import BoardError
+from ..notfound import missing_run
 from ..queries import live, run_detail, run_list
 from ..queries.pointers import MAX_POINTER_CHARS, parse_pointer
 from ..render import JSONResponse, is_htmx, respond, wants_json
@@ -313,3 +314,25 @@ def get_step_events(request: Request, session: SessionDep, row: RunDep, run_id: 
     events = run_detail.get_step_events(session, run_pk=row["pk"], step=step)
     return respond(request, "events.html", {"data": events, "count": len(events)}, fragment="_events.html",
                    context={"events": events, "run_id": run_id, "step": step})
+
+
+# -- a run id typed with its slashes --------------------------------------------------------
+
+#: Mounted after every other router: it answers only paths no route of a run matched.
+fallback = APIRouter()
+
+#: The pages under a run a typed path may end with (the run id is what comes before).
+_SUFFIXES = ("/steps", "/live", "/delete", "/export.html", "/export.jsonl", "/field")
+
+
+@fallback.get("/runs/{rest:path}", include_in_schema=False)
+@fallback.get("/api/runs/{rest:path}", include_in_schema=False)
+def typed_run_path(request: Request, session: SessionDep, rest: str) -> Any:
+    """A run id typed with its `/` unencoded (coder_eval's hold three): its page, else the 404 with the nearest ids."""
+    typed = unquote(rest)
+    prefix = "/api" if request.url.path.startswith("/api/") else ""
+    query = "?" + request.url.query if request.url.query else ""
+    for run_id, suffix in [(typed, ""), *((typed[:-len(s)], s) for s in _SUFFIXES if typed.endswith(s))]:
+        if run_id and "\x00" not in run_id and live.find_run(session, run_id=run_id) is not None:
+            return RedirectResponse(prefix + run_path(run_id, suffix) + query, status_code=307)
+    raise missing_run(session, typed)

@@ -48,6 +48,23 @@ def test_missing_run_names_the_id_the_nearest_ids_and_the_experiments(runs, clie
         assert r.status_code == 404 and r.json()["asked"] == {"run_id": "nope"}, url
 
 
+def test_a_run_id_typed_with_its_slashes_opens_the_run_or_names_the_nearest(runs, client):
+    # Pages show "smoke/task-07/0" as it is: typed into the address bar, its slashes
+    # split it into path segments that no run route matched (a bare "no such page").
+    r = client.get("/runs/smoke/task-07/0", follow_redirects=False)
+    assert (r.status_code, r.headers["location"]) == (307, "/runs/smoke%2Ftask-07%2F0")
+    r = client.get("/runs/smoke/task-07/1/steps?offset=1&limit=1", follow_redirects=False)
+    assert r.headers["location"] == "/runs/smoke%2Ftask-07%2F1/steps?offset=1&limit=1"
+    assert client.get("/api/runs/e2e/task-07/0", follow_redirects=False).headers["location"] == \
+        "/api/runs/e2e%2Ftask-07%2F0"
+    assert client.get("/api/runs/e2e/task-07/0").json()["run"]["run_id"] == "e2e/task-07/0"
+    missing = client.get("/api/runs/smoke/task-07/2")
+    assert missing.status_code == 404 and missing.json()["asked"] == {"run_id": "smoke/task-07/2"}
+    assert missing.json()["nearest_run_ids"][:2] == ["smoke/task-07/0", "smoke/task-07/1"]
+    doc = page(client.get("/runs/smoke/task-07/2").text)
+    assert select_texts(one(doc, "#nearest-runs"), "a")[:2] == ["smoke/task-07/0", "smoke/task-07/1"]
+
+
 def test_nothing_close_says_so(runs, client):
     body = client.get("/api/runs/zzzzzzzzzzzzzzzzzzzz").json()
     assert body["nearest_run_ids"] == [] and body["experiments"] == ["ab", "solo"]

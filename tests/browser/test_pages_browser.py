@@ -219,3 +219,15 @@ def test_runs_with_unusual_ids_open(live_server, page, ingest, tmp_path, run_id)
     until(page, "document.querySelectorAll('article.step').length === 30")
     page.locator("#step-0 .field:has(.label:text('thought'))").count()
     assert page.errors == []
+
+
+def test_a_run_id_typed_with_its_slashes_into_the_address_bar_opens_the_run(live_server, page, ingest, tmp_path):
+    # coder_eval's run ids hold slashes ("<stamp>/<variant>/<task>/<NN>"), and pages show them so
+    run_id = "2026-11-02_10-15-00/smoke/t03-fix-and-push/00"
+    assert ingest(write_jsonl(tmp_path / "s.jsonl", run_records(run_id, steps=3))).ok
+    page.goto(f"{live_server.url}/runs/{run_id}")
+    page.wait_for_selector("article.step")
+    assert page.locator("h1.run-title").inner_text().endswith(run_id)
+    assert page.errors == []
+    page.goto(f"{live_server.url}/runs/2026-11-02_10-15-00/smoke/t03-fix-and-push/01")
+    assert page.locator("#nearest-runs a").first.inner_text() == run_id   # the 404 names the nearest ids
