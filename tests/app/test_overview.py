@@ -198,3 +198,26 @@ def test_figures_by_task_have_no_rate_when_the_variant_measured_nothing():
     # the tasks are still counted; only the rate, which would read 0 of 2, is withheld
     f = overview.task_figures([(1, 0, 0), (2, 0, 0)], measured=False)
     assert (f["tasks"], f["tasks_failed"], f["task_pass_rate"]) == (2, 2, None)
+
+
+def test_variants_whose_finished_runs_are_not_graded_say_so_not_yet(tmp_path, ingest, client):
+    # Runs that ended without criteria or a score (QitOS runs, say) will never have a pass,
+    # fail or error: "yet" and "0 of 0 graded" read as if they were still to come.
+    from tests.app.pages_traces import run_records
+    from tests.conftest import write_jsonl
+
+    recs = [r for i in range(2) for r in run_records(f"ng-{i}", experiment="plain", variant="v1")]
+    recs += [r for i in range(2) for r in run_records(f"nv-{i}", experiment="plain", variant="v2")]
+    recs += run_records("waiting", experiment="later", variant="v", end=False)
+    assert ingest(write_jsonl(tmp_path / "ng.jsonl", recs)).ok
+    doc = page(client.get("/").text)
+    plain = one(doc, 'section[aria-label="Experiment plain"]')
+    assert shown(one(one(plain, 'tr.variant-row[data-variant="v1"]'), "td.pass-rate")) == \
+        "— not graded: none of its runs has a pass, fail or error"
+    later = one(doc, 'section[aria-label="Experiment later"]')
+    assert shown(one(later, "td.pass-rate")) == "— no pass, fail or error yet"
+    runs = page(client.get("/runs?experiment=plain").text)
+    assert [shown(x) for x in runs.select("ul.variant-rates li .not-graded")] == ["not graded", "not graded"]
+    one_variant = page(client.get("/runs?experiment=plain&variant=v1").text)
+    labels = [shown(x) for x in one_variant.select(".stat-label")]
+    assert "pass rate (no run here is graded: none has a pass, fail or error)" in labels

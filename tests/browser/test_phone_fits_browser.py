@@ -234,3 +234,27 @@ def test_the_savings_chart_text_renders_at_12_px_or_more(board, open_page, width
         assert t["inside"], f"{t['text']!r} runs out of the chart"
     assert page_width(page) == [width, width]
     assert page.problems == []
+
+
+def test_ungraded_variants_and_long_failure_reasons_read_on_a_phone(live_server, page, ingest, tmp_path):
+    # Finished runs without criteria are "not graded", not "no verdict yet"; a failure reason
+    # cut with "…" on a phone can be read whole from its title.
+    from tests.app.pages_traces import run_records
+    from tests.conftest import write_jsonl
+
+    long_id = "command_executed_with_a_name_long_enough_to_be_cut_on_a_phone"
+    recs = [r for i in range(2) for r in run_records(f"ng-{i}", experiment="plain", variant="v1")]
+    for i in range(2):
+        recs += run_records(f"f-{i}", experiment="graded", variant="v", criteria=[{"id": long_id}],
+                            results=[{"id": long_id, "score": 0.0, "passed": False}])
+    assert ingest(write_jsonl(tmp_path / "p.jsonl", recs)).ok
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live_server.url + "/")
+    row = page.locator("section[aria-label='Experiment plain'] tr.variant-row[data-variant='v1'] td.pass-rate")
+    assert row.inner_text().strip() == "— not graded: none of its runs has a pass, fail or error"
+    page.goto(live_server.url + "/runs?experiment=graded")
+    reason = page.locator("ol.failures li .clip").first
+    assert long_id in reason.get_attribute("title")
+    assert reason.get_attribute("title") == reason.text_content()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.errors == []
