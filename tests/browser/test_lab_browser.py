@@ -126,3 +126,21 @@ def test_the_lab_fits_1280_px_with_long_unbroken_strings(live_server, page, inge
             page.locator("svg.frontier-chart").wait_for()
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 1280, f"{url[:60]} is {width} px wide"
+
+
+def test_where_runs_would_stop_adds_up_and_its_links_say_which_run(live_server, page, ingest, tmp_path):
+    # "with none of the armed criteria" was a row like the others, so the table read 58 of 29
+    # runs; the validation table's links were all named "run".
+    assert ingest(*run_demo(tmp_path / "demo", tasks=24)).ok
+    base, query = live_server.url, f"experiment={EXPERIMENT}&variant=e2e"
+    want = ready(base, query + "&policy=1&max_steps=3")["summary"]
+    page.goto(f"{base}/lab?{query}&policy=1&max_steps=3")
+    rows = page.locator("#stops tr:not(.nothing-armed) td.num").all_inner_texts()
+    assert sum(int(n) for n in rows) == want["paired"]
+    if want["nothing_armed"]:
+        assert page.locator("#stops tr.nothing-armed th").inner_text().startswith(f"of all {want['paired']} above:")
+    links = page.locator("#validation a[href^='/runs/']")
+    assert links.count() > 0
+    names = {links.nth(i).get_attribute("aria-label") for i in range(links.count())}
+    assert all(n and (n.startswith("recorded smoke run of ") or n.startswith("the run simulated for ")) for n in names)
+    assert page.errors == []
