@@ -129,6 +129,11 @@ def test_the_grouping_and_the_pairs_sort_keep_each_other_in_the_url(live_server,
     assert query()["group"] == "stop_reason"
     page.reload()
     assert page.locator("table.groups tbody tr").count() > 0   # the grouping survived the reload
+    # stop reasons by their labels, as everywhere else (the raw code stays in the title)
+    cells = page.locator("table.groups tbody td.clip")
+    assert cells.locator(".badge.stop").count() == cells.count()
+    assert "budget_steps" not in cells.all_inner_texts() and "final" not in cells.all_inner_texts()
+    assert page.locator("table.groups thead").inner_text().count("disagreements") == 1
     page.get_by_label("disagreements only").check()
     until(page, "location.search.includes('only=disagree')")
     page.select_option("#group-by", "meta:scenario")
