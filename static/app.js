@@ -169,6 +169,20 @@
     else if (ev.key === "p") { jump(-1); ev.preventDefault(); }
   });
 
+  // "show all" is a link (without JavaScript it opens the whole value on its own page)
+  // acting as a button: Space presses it too, and the value it brings takes its focus,
+  // so a keyboard reader goes on from there instead of from the top of the page.
+  document.addEventListener("keydown", function (ev) {
+    var t = ev.target;
+    if (ev.key === " " && t && t.tagName === "A" && t.getAttribute("role") === "button") { ev.preventDefault(); t.click(); }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    var el = document.querySelector("[data-focus-after-swap]");
+    if (!el) return;
+    el.removeAttribute("data-focus-after-swap");
+    if (!document.activeElement || document.activeElement === document.body) el.focus({ preventScroll: true });
+  });
+
   // A lane mark or a step's own link names a step: scroll to it when loaded, else open
   // the run from that step (the link's href says the same, so a copied link works too).
   document.addEventListener("click", function (ev) {

@@ -212,7 +212,7 @@ def test_long_values_are_cut_and_loaded_on_demand(tmp_path, ingest, client):
     # about the bytes (size; the value never as raw markup): substring checks are right here
     assert len(html) < 30_000 and "<b>x</b>" not in html
     observation = one(html, "#step-0 .field:has(> .label:-soup-contains(observation))")
-    assert attrs(observation, "button.more", "hx-get") == ["/runs/big/steps/0/field?path=%2Fobservation"]
+    assert attrs(observation, "a.more", "hx-get") == ["/runs/big/steps/0/field?path=%2Fobservation"]
     full = client.get("/runs/big/steps/0/field?path=/observation/text", headers={"HX-Request": "true"}).text
     # escaped, never raw markup: about the bytes; then the reader sees the value whole
     assert full.count("&lt;b&gt;x&lt;/b&gt;") == 5000 and "<b>" not in full

@@ -147,7 +147,7 @@ def test_run_level_values_are_shown_escaped(tmp_path, ingest, client):
     details = one(doc, 'section[aria-label="Criteria"] tr.criterion-details')
     assert text(one(details, ".label")) == "details"
     assert "<b>test_a</b>" in text(details) and "END-OF-LOG" not in text(details)      # shown as text; long: cut ...
-    assert attrs(details, "button.more", "hx-get") == ["/runs/setup/field?path=%2Fcriteria%2Ftests~1unit%2Fdetails"]  # ... and loadable
+    assert attrs(details, "a.more", "hx-get") == ["/runs/setup/field?path=%2Fcriteria%2Ftests~1unit%2Fdetails"]  # ... and loadable
     setup = one(doc, 'section[aria-label="Run setup and report"]')
     found = {text(d.dt): d.dd for d in setup.select("dl.setup > div")}
     assert select_texts(found["critics"], "span.tag") == ["judge", "<i>linter</i>"]

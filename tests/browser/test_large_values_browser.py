@@ -47,7 +47,7 @@ def test_show_all_works_on_every_value_of_a_large_step_one_after_another(ingest,
     assert buttons.count() == 2
     for left in (1, 0):
         buttons.first.click()
-        page.wait_for_function("n => document.querySelectorAll('#step-0 button.more').length === n", arg=left)
+        page.wait_for_function("n => document.querySelectorAll('#step-0 a.more').length === n", arg=left)
     shown = step.inner_text()
     assert all(shown.count(f"-end-of-{name}") == 2 for name in parts)  # the observation, and in the raw record
     assert page.errors == []

@@ -83,7 +83,7 @@ def test_run_view_badges_panel_lane_keys_and_expanders(live_server, page, ingest
     assert step1.locator("details.step-fold").get_attribute("open") is not None
     # expander: the rest of a long value comes from the server on demand
     assert "TAIL-OF-OBSERVATION" not in step1.inner_text()
-    step1.locator(".field:has(.label:text('observation')) button.more").click()
+    step1.locator(".field:has(.label:text('observation')) a.more").click()
     until(page, "document.querySelector('#step-1').innerText.includes('TAIL-OF-OBSERVATION')")
     # the event timeline loads when opened; critic outputs all listed
     assert step1.locator("table.critics tbody tr").count() == 2

@@ -129,11 +129,11 @@ def test_cut_run_level_values_load_whole_and_escaped(live_server, page, ingest, 
     page.goto(live_server.url + "/runs/setup")
     details = page.locator("tr.criterion-details")
     assert details.is_visible() and "END-OF-LOG" not in details.inner_text()
-    details.locator("button.more").click()
+    details.locator("a.more").click()
     until(page, "document.querySelector('tr.criterion-details').innerText.includes('END-OF-LOG')")
     assert "<b>x</b><b>x</b>" in details.inner_text() and page.locator("tr.criterion-details b").count() == 0
     setup = page.locator("section.setup-panel")
-    setup.locator("button.more").first.click()
+    setup.locator("a.more").first.click()
     until(page, "document.querySelector('section.setup-panel').innerText.includes('END-OF-META')")
     assert page.locator("section.setup-panel img").count() == 0
     events = page.get_by_role("region", name="Run events and other records")
@@ -202,3 +202,45 @@ def test_live_status_wording(live_server, page, ingest, tmp_path, watch):
         assert "updates as the run is written" in text
     else:
         assert "waiting for new records" in text and "--watch" in text and "updates as the run is written" not in text
+
+
+def _long_value_run(tmp_path):
+    from tests.conftest import write_jsonl
+
+    return write_jsonl(tmp_path / "long.jsonl", [
+        {"type": "run_start", "run_id": "long-value"},
+        {"type": "step", "run_id": "long-value", "step": 0, "observation": "0123456789" * 600 + "THE-END"},
+        {"type": "event", "run_id": "long-value", "step": 0, "phase": "DECIDE", "ok": True},
+        {"type": "run_end", "run_id": "long-value", "status": "completed", "stop_reason": "final"}])
+
+
+def test_show_all_and_a_steps_events_work_without_javascript(live_server, browser, ingest, tmp_path):
+    assert ingest(_long_value_run(tmp_path)).ok
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    try:
+        page.goto(live_server.url + "/runs/long-value")
+        step = page.locator("#step-0")
+        step.locator("details.events summary").click()
+        with page.expect_navigation():
+            step.locator("details.events a").click()   # "loading…" never ends without JavaScript: a link does
+        assert "DECIDE" in page.locator("main").inner_text()
+        page.go_back()
+        with page.expect_navigation():
+            page.locator("#step-0 .field:has(.label:text('observation')) a.more").click()
+        assert page.locator("main").inner_text().rstrip().endswith("THE-END")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("key", ["Enter", " "])
+def test_show_all_by_keyboard_keeps_the_focus_on_the_value_it_brought(live_server, page, ingest, tmp_path, key):
+    assert ingest(_long_value_run(tmp_path)).ok
+    page.goto(live_server.url + "/runs/long-value")
+    more = page.locator("#step-0 .field:has(.label:text('observation')) a.more")
+    more.focus()
+    page.keyboard.press(key)
+    page.locator("#step-0 .long-full").wait_for()
+    assert page.evaluate("document.activeElement.classList.contains('long-full')")
+    assert page.evaluate("window.getSelection().toString()") == ""
+    assert page.errors == []

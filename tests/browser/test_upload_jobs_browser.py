@@ -86,3 +86,30 @@ def test_a_finished_upload_s_job_page_counts_every_byte(live_server, page):
     text = page.locator("main").inner_text()
     assert f"upload of counted.jsonl: done — {len(body):,} of {len(body):,} bytes, 5,000 records" in text
     assert page.errors == []
+
+
+def test_without_javascript_a_pending_upload_reloads_its_progress_and_can_be_cancelled(live_server, browser):
+    writer = live_server.app.state.writer
+    release = threading.Event()
+    writer.submit("blocker", lambda job, ingestor: release.wait(60), owner="blocker")
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    try:
+        page.goto(live_server.url + "/upload")
+        body = orjson.dumps({"type": "run_start", "run_id": "nojs"}) + b"\n"
+        page.set_input_files("#files", files=[{"name": "nojs.jsonl", "mimeType": "application/x-ndjson", "buffer": body}])
+        with page.expect_navigation():
+            page.get_by_role("button", name="Upload").click()
+        assert "waiting for its turn" in page.locator("#upload-job").inner_text()
+        job_url = page.locator("#upload-job").get_attribute("hx-get")
+        # the page moves itself to the job's address, which keeps reloading while it waits
+        page.wait_for_url(f"**{job_url}", timeout=10_000)
+        refresh = page.locator("meta[http-equiv=refresh]")
+        assert refresh.count() == 1 and refresh.get_attribute("content") == f"2;url={job_url}"
+        with page.expect_navigation():
+            page.get_by_role("button", name="Cancel").click()
+        assert page.locator("#upload-cancelled").inner_text() == "Upload cancelled: it had not started: nothing was read"
+        assert page.locator("meta[http-equiv=refresh]").count() == 0   # done: no more reloads
+    finally:
+        release.set()
+        context.close()
