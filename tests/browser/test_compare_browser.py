@@ -143,3 +143,26 @@ def test_the_grouping_and_the_pairs_sort_keep_each_other_in_the_url(live_server,
     assert page.locator("select[name=sort]").input_value() == "savings"
     assert page.locator("tr.pair-row").count() == page.locator("tr.pair-row.disagree").count() > 0
     assert page.errors == []
+
+
+def test_compare_with_from_a_run_without_a_twin_asks_for_the_other_run(live_server, page, ingest, tmp_path):
+    from tests.app.pages_traces import run_records
+    from tests.conftest import write_jsonl
+
+    recs = run_records("alone", experiment=None, variant=None) + run_records("lonely", experiment="solo", variant="v")
+    recs += run_records("other", experiment=None, variant=None)
+    assert ingest(write_jsonl(tmp_path / "alone.jsonl", recs)).ok
+    page.goto(live_server.url + "/runs/alone")
+    field = page.get_by_label("compare with…")
+    assert field.get_attribute("required") is not None   # no experiment: no twin to default to
+    page.get_by_role("button", name="side by side").click()
+    assert page.evaluate("location.pathname") == "/runs/alone"   # the browser asks for the id first
+    # a run of an experiment with no other variant: the 404 offers the same form
+    page.goto(live_server.url + "/runs/lonely")
+    page.get_by_role("button", name="side by side").click()
+    page.wait_for_url("**/pair?a=lonely&b=")
+    assert "this run has no twin" in page.locator(".error-message").inner_text()
+    page.locator("#pair-with input[name=b]").fill("other")
+    page.locator("#pair-with").get_by_role("button", name="side by side").click()
+    page.wait_for_url("**/pair?a=lonely&b=other")
+    assert "other" in page.locator(".pair-side").nth(1).inner_text()
