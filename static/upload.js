@@ -31,7 +31,14 @@
     form.requestSubmit();
   });
 
-  form.addEventListener("htmx:beforeRequest", function () {
+  form.addEventListener("htmx:beforeRequest", function (ev) {
+    if (!input.files || !input.files.length) {
+      // Nothing chosen: said here, without a request the board would refuse (and the
+      // browser's console would log as a failed one).
+      ev.preventDefault();
+      status.textContent = "Choose a file first, or drop one on the box above.";
+      return;
+    }
     bar.hidden = false;
     bar.value = 0;
     status.textContent = "uploading…";

@@ -88,3 +88,13 @@ def test_a_new_version_under_the_same_name_is_named_in_the_result_and_on_the_run
     assert "second version" in head and "first version" not in head
     assert "was loaded again from the new version of same.jsonl" in page.content()
     assert page.errors == []
+
+
+def test_upload_with_no_file_chosen_says_so_without_a_request(live_server, page):
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.method + " " + r.url))
+    page.goto(live_server.url + "/upload")
+    page.get_by_role("button", name="Upload").click()
+    assert page.locator("#upload-status").inner_text() == "Choose a file first, or drop one on the box above."
+    assert not [r for r in requests if r.startswith("POST")]
+    assert page.errors == []
