@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 from .jobs import Writer
 
@@ -27,7 +27,7 @@ class Watcher:
         self._thread: Optional[threading.Thread] = None
         self._pending = threading.Event()
         #: files refused by a pass, kept across passes until they change (Ingestor.refused)
-        self._refused: dict[str, tuple[int, float]] = {}
+        self._refused: dict[str, Any] = {}
 
     def start(self) -> None:
         if not self.folders or self._thread is not None:

@@ -230,7 +230,7 @@ def _fenced(label: str, first: Optional[int], last: Optional[int]):
         return
     except (IntegrityError, DataError) as exc:
         why = f"the database refused {what} ({describe_db_error(exc)})"
-    except (Stopped, OSError, SQLAlchemyError):
+    except (Stopped, OSError, SQLAlchemyError, MemoryError):
         raise
     except Exception:
         # A bug met on this file's data: the log has the traceback; the page gets no text
@@ -264,7 +264,7 @@ class Ingestor:
         #: source key -> (size, mtime) of a file whose batch was `Refused`: the folder
         #: watcher passes one dict to each pass's Ingestor, so a refused file is not read
         #: and refused again every few seconds, only once it changes
-        self.refused: Optional[dict[str, tuple[int, float]]] = None
+        self.refused: Optional[dict[str, Any]] = None
 
     def check_stop(self) -> None:
         if self.stop is not None and self.stop():
@@ -334,6 +334,8 @@ class Ingestor:
 
     # -- one source ---------------------------------------------------------------------
     def ingest_source(self, src: Source, report: IngestReport, *, final: bool = True, closed: bool = False) -> None:
+        if self.refused and src.key in self.refused and self._refusal_stamp(src) == self.refused[src.key]:
+            return  # refused by an earlier pass, and unchanged since (`refused`)
         try:
             if src.produce is not None:
                 self._ingest_document(src, report, closed=closed)
@@ -361,17 +363,25 @@ class Ingestor:
                 self.refused.pop(src.key, None)
 
     def _remember_refused(self, src: Source) -> None:
-        if self.refused is None or src.open is not None:
+        if self.refused is None:
             return
+        stamp = self._refusal_stamp(src)
+        if stamp is not None:
+            self.refused[src.key] = stamp
+
+    @staticmethod
+    def _refusal_stamp(src: Source) -> Any:
+        """What must change before a refused source is read again: a file's size and mtime; a
+        document's digest, which covers the files it is read with (run.json, experiment.json)."""
+        if src.open is not None:
+            return None  # an archive's entry: its archive is read whole again anyway
         try:
+            if src.produce is not None:
+                return _document_digest(src)
             st = src.stamp or os.stat(src.path)
         except OSError:
-            return
-        self.refused[src.key] = (st.st_size, st.st_mtime)
-
-    def _refused_before(self, src: Source, st: Any) -> bool:
-        """Whether this file, as it is, was refused by an earlier pass (`refused`)."""
-        return bool(self.refused) and self.refused.get(src.key) == (st.st_size, st.st_mtime)
+            return None
+        return (st.st_size, st.st_mtime)
 
     def _source_row(self, key: str) -> Optional[Any]:
         with self.engine.connect() as conn:
@@ -517,7 +527,7 @@ class Ingestor:
         if prev is None:
             report.fresh += 1
         digest = _document_digest(src)
-        if prev is not None and prev["content_hash"] == digest or self._refused_before(src, st):
+        if prev is not None and prev["content_hash"] == digest:
             return
         src.rewrite = prev is not None and bool(prev["content_hash"])
         src.changed = _document_change(prev["content_hash"], digest) if src.rewrite else None
@@ -573,8 +583,7 @@ class Ingestor:
             prev = self._source_row(src.key)
         if prev is None:
             report.fresh += 1
-        if (prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]
-                or self._refused_before(src, st)):
+        if prev is not None and prev["size"] == st.st_size and prev["mtime"] == st.st_mtime and prev["content_hash"]:
             if self.progress:
                 self.progress(st.st_size)
             return  # unchanged since the last pass
