@@ -321,18 +321,33 @@ def get_step_events(request: Request, session: SessionDep, row: RunDep, run_id: 
 #: Mounted after every other router: it answers only paths no route of a run matched.
 fallback = APIRouter()
 
-#: The pages under a run a typed path may end with (the run id is what comes before).
-_SUFFIXES = ("/steps", "/live", "/delete", "/export.html", "/export.jsonl", "/field")
+#: The pages under a run a typed path may end with (the run id is what comes before);
+#: the exports have no /api twin.
+_SUFFIXES = ("/steps", "/live", "/delete", "/field")
+_PAGE_SUFFIXES = ("/export.html", "/export.jsonl")
 
 
-@fallback.get("/runs/{rest:path}", include_in_schema=False)
-@fallback.get("/api/runs/{rest:path}", include_in_schema=False)
+@fallback.api_route("/runs/{rest:path}", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+@fallback.api_route("/api/runs/{rest:path}", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+                    include_in_schema=False)
 def typed_run_path(request: Request, session: SessionDep, rest: str) -> Any:
     """A run id typed with its `/` unencoded (coder_eval's hold three): its page, else the 404 with the nearest ids."""
-    typed = unquote(rest)
-    prefix = "/api" if request.url.path.startswith("/api/") else ""
+    if request.method not in ("GET", "HEAD"):
+        raise BoardError("no such page", status=404)
+    api = request.url.path.startswith("/api/")
     query = "?" + request.url.query if request.url.query else ""
-    for run_id, suffix in [(typed, ""), *((typed[:-len(s)], s) for s in _SUFFIXES if typed.endswith(s))]:
+    typed = unquote(rest)
+    if not typed or typed.endswith("/"):
+        # a trailing slash (Starlette's own redirect for it is shadowed by this route)
+        return RedirectResponse(request.url.path.rstrip("/") + query, status_code=307)
+    suffixes = _SUFFIXES if api else _SUFFIXES + _PAGE_SUFFIXES
+    for run_id, suffix in [(typed, ""), *((typed[:-len(s)], s) for s in suffixes if typed.endswith(s))]:
         if run_id and "\x00" not in run_id and live.find_run(session, run_id=run_id) is not None:
-            return RedirectResponse(prefix + run_path(run_id, suffix) + query, status_code=307)
+            target = ("/api" if api else "") + run_path(run_id, suffix)
+            if target == request.url.path:
+                break  # the route this names did not match it: never redirect to the same place
+            return RedirectResponse(target + query, status_code=307)
+    parts = typed.split("/")
+    if any(live.find_run(session, run_id="/".join(parts[:i])) is not None for i in range(1, len(parts)) if "\x00" not in typed):
+        raise BoardError("no such page", status=404)  # a run's id with something after it no route has
     raise missing_run(session, typed)

@@ -63,6 +63,13 @@ def test_a_run_id_typed_with_its_slashes_opens_the_run_or_names_the_nearest(runs
     assert missing.json()["nearest_run_ids"][:2] == ["smoke/task-07/0", "smoke/task-07/1"]
     doc = page(client.get("/runs/smoke/task-07/2").text)
     assert select_texts(one(doc, "#nearest-runs"), "a")[:2] == ["smoke/task-07/0", "smoke/task-07/1"]
+    # what the catch-all must not take from the real routes (found in review)
+    assert client.get("/api/runs/other-run/export.jsonl", follow_redirects=False).status_code == 404  # no loop
+    assert client.get("/runs/", follow_redirects=False).headers["location"] == "/runs"
+    assert client.get("/api/runs/", follow_redirects=False).headers["location"] == "/api/runs"
+    assert client.get("/runs/smoke/task-07/0/", follow_redirects=False).headers["location"] == "/runs/smoke/task-07/0"
+    assert client.delete("/api/runs/a/b").status_code == 404
+    assert client.get("/api/runs/other-run/steps/abc").json()["error"] == "no such page"
 
 
 def test_nothing_close_says_so(runs, client):
