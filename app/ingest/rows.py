@@ -72,7 +72,14 @@ def _int(value: Any) -> Optional[int]:
         try:
             value = int(value.strip())
         except ValueError:
-            return None
+            # "100.0": the models (qita.format) read a quoted integral number as that integer
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+            if not number.is_integer():
+                return None
+            value = int(number)
     elif type(value) is float and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):

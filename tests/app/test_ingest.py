@@ -455,6 +455,17 @@ def test_numbers_written_as_strings_count_in_totals(ingest, engine, tmp_path):
     assert scalar(engine, "select duration_s from steps") == 2.5
 
 
+def test_a_quoted_integral_number_counts_where_an_integer_belongs(ingest, engine, tmp_path):
+    # the model reads "100.0" as 100 without a warning; the store read it as nothing (found in review)
+    path = write_jsonl(tmp_path / "t.jsonl", [start("q", replicate="1.0"),
+                                              step("q", 0, tokens={"input": "100.0", "output": "20", "total": "120.0"}),
+                                              end("q")])
+    report = ingest(path)
+    assert report.ok and report.warnings == []
+    assert (scalar(engine, "select tokens_input from steps"), scalar(engine, "select tokens_total from steps"),
+            scalar(engine, "select replicate from runs")) == (100, 120, 1)
+
+
 def test_bad_timestamps_and_negative_elapsed_are_flagged(ingest, engine, tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", [start("b", ts="garbage-ts"), end("b", ts="2026-13-45T00:00:00Z", elapsed_s=-10)])
     report = ingest(path)

@@ -240,7 +240,8 @@ def test_a_delete_page_left_open_does_not_delete_a_newer_upload_given_the_same_n
     (stale,) = attrs(client.get(f"/uploads/{uid}/delete").text, 'form input[name="stamp"]', "value")
     assert client.delete(f"/api/uploads/{uid}").status_code == 200
     again = _upload(client, "innocent.jsonl", run_records("innocent-run"))
-    assert again["upload_id"] == uid
+    if again["upload_id"] != uid:
+        pytest.skip("this database never gives a number twice (PostgreSQL's sequences): nothing to mix up")
     refused = client.post(f"/uploads/{uid}/delete?format=json", data={"confirm": str(uid), "stamp": stale},
                           headers=SAME_SITE)
     assert refused.status_code == 409
