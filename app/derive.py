@@ -93,6 +93,14 @@ def _tok(end: dict[str, Any], key: str) -> Optional[int]:
     return None
 
 
+def tokens_unknown(end: Any) -> bool:
+    """A run_end whose `tokens` names its total as null and gives neither input nor output:
+    the run's tokens are unknown, never summed from its steps."""
+    tokens = end.get("tokens") if isinstance(end, dict) else None
+    return isinstance(tokens, dict) and "total" in tokens and tokens["total"] is None \
+        and _tok(end, "input") is None and _tok(end, "output") is None
+
+
 def _end_num(end: dict[str, Any], key: str) -> Optional[float]:
     value = end.get(key) if isinstance(end, dict) else None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -263,7 +271,11 @@ def derived(run: Any, totals: tuple, tool_calls: Optional[int], *, early_stopped
     tokens_input = _tok(end, "input") if _tok(end, "input") is not None else t_in
     tokens_output = _tok(end, "output") if _tok(end, "output") is not None else t_out
     tokens_total = _tok(end, "total")
-    if tokens_total is None:
+    if tokens_unknown(end):
+        # the producer says it has no count (coder_eval's null total_token_usage): its steps'
+        # tokens, where some messages carried a few, are not the run's total
+        tokens_input = tokens_output = None
+    elif tokens_total is None:
         tokens_total = t_total if t_total is not None else (
             _fits((tokens_input or 0) + (tokens_output or 0))
             if (tokens_input is not None or tokens_output is not None) and not overflow else None)

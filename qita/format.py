@@ -43,22 +43,27 @@ _QUOTED_INT = TypeAdapter(int)
 _QUOTED_FLOAT = TypeAdapter(Annotated[float, Field(allow_inf_nan=False)])
 
 
+def quoted_number(value: str, *, integer: bool) -> Optional[Union[int, float]]:
+    """The number a quoted value ("120", " 0.5") stands for, as pydantic's lax mode reads
+    it (coder_eval's result models are lax pydantic too); None when it is no number."""
+    try:
+        return (_QUOTED_INT if integer else _QUOTED_FLOAT).validate_python(value)
+    except ValueError:
+        return None
+
+
 def _integer(value: Any) -> Any:
     # A producer that quotes its counts ("tokens": {"input": "100"}) still has them counted.
     if type(value) is str:
-        try:
-            return _QUOTED_INT.validate_python(value)
-        except ValueError:
-            return value
+        number = quoted_number(value, integer=True)
+        return value if number is None else number
     return _integral(value)
 
 
 def _number(value: Any) -> Any:
     if type(value) is str:
-        try:
-            return _QUOTED_FLOAT.validate_python(value)
-        except ValueError:
-            return value
+        number = quoted_number(value, integer=False)
+        return value if number is None else number
     return value
 
 

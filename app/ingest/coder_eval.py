@@ -8,8 +8,9 @@ task.json (coder_eval's `EvaluationResult`) becomes one v1 run:
 - verdict from `final_status` by coder_eval's own categories (SUCCESS pass; FAILURE,
   TIMEOUT, MAX_TURNS_EXHAUSTED, TOKEN/COST_BUDGET_EXCEEDED fail; ERROR, BUILD_FAILED
   error; NOT_GRADED not graded); the status itself is kept as `source_status`;
-- one step per assistant turn (what `early_stop.sdk_turn_index` counts; the
-  `assistant_turn_count` of an iteration whose agent surfaces no messages), its tool
+- one step per assistant message (what `early_stop.sdk_turn_index` counts, unless a
+  reply's parts come as messages of their own; the `assistant_turn_count` of an
+  iteration whose agent surfaces no messages), its tool
   calls (`iterations[].commands[]`) as actions with their results; the run's step count
   is `total_assistant_turns`;
 - tokens as coder_eval counts them: `input` holds the uncached input and both cache
@@ -40,7 +41,10 @@ from .sources import Source, join_label, key_for, parse_json_document, read_docu
 #: The version of this reading of coder_eval's files (Source.reading). Raise it with every
 #: change to the records a file makes: a database ingested before reads each one again, and
 #: what an earlier reading made of a run (its steps, its id) is replaced, never left beside.
-READING = "coder_eval-5"  # 5: a turn that surfaced no usage has no tokens (4: dialog stop reasons, the per-call step cap)
+# 6: quoted numbers, a bad token bucket as 0, a null total_token_usage unknown, the early
+# stop at the step of its deciding call; 5: a turn that surfaced no usage has no tokens;
+# 4: dialog stop reasons, the per-call step cap
+READING = "coder_eval-6"
 MAX_TASK_JSON = 512 * 1024 * 1024
 TASK_FILE = "task.json"
 #: Files only a coder_eval results tree holds (besides task.json).
@@ -692,7 +696,13 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         deciding_base = criterion_id(early.get("deciding_criterion_type"), early.get("deciding_criterion_description"))
         deciding = ids.get(deciding_base, deciding_base) if has_deciding else None
         tci = _int(early.get("tool_call_index"))
-        turn = _int(early.get("sdk_turn_index"))
+        # The step that holds the deciding call: coder_eval's sdk_turn_index counts turns
+        # by message id, and an SDK that sends one reply's parts as messages of their own
+        # (text, then each tool use) makes more steps than turns; the call says where.
+        turn = next((s["step"] for s in steps for inv in s["tool_invocations"] if inv["call_index"] == tci),
+                    None) if tci is not None else None
+        if turn is None:
+            turn = _int(early.get("sdk_turn_index"))
         records.append({"type": "early_stop", "run_id": run_id, "reason": _str(early.get("reason")),
                         "deciding_criterion": deciding, "armed_criteria": [ids.get(a, a) for a in armed],
                         "step": turn, "tool_call_index": tci if tci is not None and tci >= 1 else None,
@@ -786,7 +796,10 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
             "verdict": verdict, "verdict_reason": reason, "source_status": status,
             "score": _num(task.get("weighted_score")),
             # coder_eval's own count of assistant turns, which the steps are
-            "steps": turns if turns is not None and turns >= 0 else len(steps), "tool_calls": commands, "tokens": usage,
+            "steps": turns if turns is not None and turns >= 0 else len(steps), "tool_calls": commands,
+            # a null total_token_usage is coder_eval's "no count" (its row's total_tokens is
+            # null then), whatever tokens some messages carried: unknown, not their sum
+            "tokens": usage if usage is not None else {"input": None, "output": None, "total": None},
             "cost_usd": cost, "agent_cost_usd": agent_cost,
             "elapsed_s": _num(task.get("duration_seconds")), "agent_elapsed_s": agent_s,
             "failure_report": report or None}
@@ -993,7 +1006,7 @@ class _Context:
             return self._cache[key]
         if root in self._cache:
             return self._cache[root]
-        ctx: dict[str, Any] = {"rows": {}, "stamp": b""}
+        ctx: dict[str, Any] = {"rows": {}, "stamp": b"", "unread": {}}
         if root is not None:
             h = hashlib.sha256()
             docs: dict[str, Any] = {}
@@ -1001,7 +1014,12 @@ class _Context:
                 data, err = read_document_bytes(os.path.join(root, name), 64 * 1024 * 1024) \
                     if _has(root, name) else (None, None)
                 h.update(name.encode() + b"\0" + (data if data is not None else (err or "").encode()) + b"\0")
-                docs[name] = _dict(parse_json_document(data)[0]) if data is not None else {}
+                doc, bad = parse_json_document(data) if data is not None else (None, err)
+                if bad is None and data is not None and not isinstance(doc, dict):
+                    bad = f"not a JSON object (a {_kind(doc)})"
+                if bad is not None:
+                    ctx["unread"][name] = bad
+                docs[name] = _dict(doc)
             ctx["stamp"] = h.digest()
             run, exp = docs["run.json"], docs["experiment.json"]
             ctx["results_run_id"] = _str(run.get("run_id")) or os.path.basename(root)
@@ -1019,6 +1037,38 @@ class _Context:
                         ctx["row_notes"][key] = notes
         self._cache[root] = ctx
         return ctx
+
+
+#: What is lost when a results folder's summary cannot be read, said with the error.
+_UNREAD_COST = {
+    "run.json": "its tasks are read from their task.json files without it: runs it lists with no task.json, "
+                "each row's bill and cost_complete, and the results id it names are missing until it can be read",
+    "experiment.json": "its runs are filed under the results id instead of the experiment it names "
+                       "until it can be read",
+}
+
+
+def _kind(value: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+
+
+def _unread_sources(root: str, ctx: dict[str, Any], folder: str, label: str, key_prefix: Optional[str]
+                    ) -> list[Source]:
+    """An error per summary of results folder `root` that is there but cannot be read (cut
+    short, not JSON): said once, by its own name, while its task.json files are still read."""
+    out = []
+    for name, err in sorted(ctx.get("unread", {}).items()):
+        path = os.path.join(root, name)
+        doc_label = join_label(label, os.path.relpath(path, folder).replace(os.sep, "/"))
+        errors: list[tuple[Optional[int], str]] = [(None, f"could not read this {name} ({err}); {_UNREAD_COST[name]}")]
+        out.append(Source(key=key_for(path, doc_label, key_prefix), label=doc_label, path=path, kind="document",
+                          source_format="coder_eval", reading=READING,
+                          produce=functools.partial(_nothing_but, errors)))
+    return out
+
+
+def _nothing_but(errors: list[tuple[Optional[int], str]]) -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+    return [], errors
 
 
 def row_key(rows: dict[tuple[Any, Any, int], Any], variant: str, task_id: str, replicate: int
@@ -1187,6 +1237,7 @@ def coder_eval_sources(folder: str, label: str, key_prefix: Optional[str]) -> li
         roots.add(os.path.abspath(folder))
     for root in sorted(r for r in roots if r is not None):
         ctx = contexts.of(root)
+        out.extend(_unread_sources(root, ctx, folder, label, key_prefix))
         out.extend(_row_sources(root, ctx, seen.get(root, set()), folder, label, key_prefix,
                                 functools.partial(contexts.stamp, root)))
     return out

@@ -1,7 +1,7 @@
 """coder_eval's result files checked against the types its REPORT_SCHEMA.md documents.
 
 A task.json (or a run.json row) is written by coder_eval's pydantic models, so a field of
-another type than documented (a score written as `"0.5"`, a criterion type that is a
+another type than documented (a score written as `"high"`, a criterion type that is a
 list) is not coder_eval's meaning of anything. `conform_task` (and `conform_row`, for a
 run.json row) reads such a field as not given and says so in one warning naming the
 field, and keeps everything else: one odd value never costs the run. It also names
@@ -13,16 +13,22 @@ The document is never changed: it comes back as it is when every field fits, els
 a copy in which only the containers holding a field read as not given are new.
 
 Types are written as strings: `num` (int or float, never a bool), `int` (a float with no
-fraction counts, as pydantic reads it), `str`, `bool`, `dict`, `list`, `any`; a trailing
-`?` allows null. A nested mapping is the spec of a dict field (its key `"?"` allows
-null); a one-item list is the spec of each item of a list field. Keys a spec does not
-name are kept as they are: coder_eval adds fields (its criterion results allow extra
-ones), and a later version's field is no error.
+fraction counts, as pydantic reads it; for both, a quoted number is that number, as
+coder_eval's lax pydantic models read it), `str`, `bool`, `dict`, `list`, `any`; a
+trailing `?` allows null; `bucket` is a token bucket, an `int` that reads as 0 when it is
+of another type (TokenUsage's default: read as not given, a missing uncached bucket would
+make the computed `input_tokens`, which holds the cache buckets too, stand in for it). A
+nested mapping is the spec of a dict field (its key `"?"` allows null); a one-item list
+is the spec of each item of a list field. Keys a spec does not name are kept as they
+are: coder_eval adds fields (its criterion results allow extra ones), and a later
+version's field is no error.
 """
 
 from __future__ import annotations
 
 from typing import Any, Union
+
+from qita.format import quoted_number
 
 #: coder_eval's FinalStatus values (REPORT_SCHEMA.md, "FinalStatus").
 FINAL_STATUSES = ("SUCCESS", "FAILURE", "TIMEOUT", "MAX_TURNS_EXHAUSTED", "TOKEN_BUDGET_EXCEEDED",
@@ -38,8 +44,8 @@ MAX_WARNINGS = 20
 Spec = Union[str, dict[str, Any], list[Any]]
 
 TOKEN_USAGE: dict[str, Spec] = {
-    "uncached_input_tokens": "int", "input_tokens": "int", "output_tokens": "int",
-    "cache_creation_input_tokens": "int", "cache_read_input_tokens": "int", "total_cost_usd": "num?",
+    "uncached_input_tokens": "bucket", "input_tokens": "bucket", "output_tokens": "bucket",
+    "cache_creation_input_tokens": "bucket", "cache_read_input_tokens": "bucket", "total_cost_usd": "num?",
 }
 CRITERION_RESULT: dict[str, Spec] = {
     "result_kind": "str", "criterion_type": "str", "description": "str", "score": "num", "details": "str?",
@@ -56,7 +62,7 @@ COMMAND: dict[str, Spec] = {
 MESSAGE: dict[str, Spec] = {
     "role": "str", "started_at": "str?", "completed_at": "str?", "generation_duration_ms": "num?",
     "content_blocks": [{"block_type": "str", "text": "str?", "thinking": "str?"}], "tool_use_ids": ["str"],
-    "input_tokens": "int", "output_tokens": "int", "cache_creation_tokens": "int", "cache_read_tokens": "int",
+    "input_tokens": "bucket", "output_tokens": "bucket", "cache_creation_tokens": "bucket", "cache_read_tokens": "bucket",
 }
 TURN: dict[str, Spec] = {
     "iteration": "int", "user_input": "str", "agent_output": "str", "commands": [COMMAND], "timestamp": "str",
@@ -106,7 +112,7 @@ ROW: dict[str, Spec] = {
     "early_stop_reason": "str?", "turns_remaining_at_stop": "int?", "gate_threshold": "num?",
 }
 
-_KIND_WORDS = {"num": "a number", "int": "a whole number", "str": "a string", "bool": "true or false",
+_KIND_WORDS = {"num": "a number", "int": "a whole number", "bucket": "a whole number", "str": "a string", "bool": "true or false",
                "dict": "an object", "list": "a list", "any": "any value"}
 
 
@@ -132,7 +138,7 @@ def _fits(kind: str, value: Any) -> bool:
     if kind == "num":
         return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
             and value not in (float("inf"), float("-inf"))
-    if kind == "int":
+    if kind in ("int", "bucket"):
         return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
     if kind == "str":
         return isinstance(value, str)
@@ -164,8 +170,8 @@ class _Walk:
         else:
             self.more += 1
 
-    def wrong(self, path: str, expected: str, value: Any) -> None:
-        self.warn(f"field '{path}' should be {expected}, not {_kind_of(value)} ({_shown(value)}); read as not given, "
+    def wrong(self, path: str, expected: str, value: Any, instead: str = "read as not given") -> None:
+        self.warn(f"field '{path}' should be {expected}, not {_kind_of(value)} ({_shown(value)}); {instead}, "
                   "the rest kept")
 
     def dict_(self, spec: dict[str, Any], value: dict[str, Any], path: str) -> dict[str, Any]:
@@ -211,7 +217,15 @@ class _Walk:
         kind = spec.rstrip("?")
         if value is None and nullable:
             return None
+        if kind in ("int", "num", "bucket") and type(value) is str:
+            # coder_eval's models are lax pydantic: a quoted number is that number to them
+            number = quoted_number(value, integer=kind != "num")
+            if number is not None and _fits(kind, number):
+                return number
         if not _fits(kind, value):
+            if kind == "bucket":
+                self.wrong(path, _KIND_WORDS[kind], value, instead="read as 0")
+                return 0
             self.wrong(path, _KIND_WORDS[kind] + (" or null" if nullable else ""), value)
             return _DROP
         return value

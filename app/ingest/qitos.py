@@ -221,7 +221,8 @@ def _run_end(run_id: str, manifest: dict[str, Any], summary: dict[str, Any], tas
         "final_result": final if isinstance(final, str) or final is None else orjson.dumps(final).decode(),
         "verdict": None,
         "steps": steps if isinstance(steps, int) and not isinstance(steps, bool) else None,
-        "tokens": {"input": None, "output": None, "total": tokens},
+        # no count in the summary: the steps' tokens are summed (a null total would say unknown)
+        "tokens": {"input": None, "output": None, "total": tokens} if tokens is not None else None,
         "elapsed_s": float(elapsed) if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) else None,
         "failure_report": summary.get("failure_report") if isinstance(summary.get("failure_report"), dict) else None,
     }

@@ -98,12 +98,12 @@ def test_fields_of_the_wrong_type_are_named_and_the_rest_of_the_run_is_read(inge
     # int). A criterion type that is a list used to stop the whole ingest (a crash); now
     # each such field is read as not given, named in a warning, and the rest is kept.
     root = tmp_path / "odd"
-    bad = task("bad", weighted_score="0.5", total_token_usage={**PRICED, "uncached_input_tokens": "100"},
+    bad = task("bad", weighted_score=[0.5], total_token_usage={**PRICED, "uncached_input_tokens": {"n": 100}},
                success_criteria_results=[
                    {"criterion_type": ["file_exists"], "description": "wrote it", "score": 1.0},
-                   {"criterion_type": "run_command", "description": "tests pass", "score": "1", "pass_threshold": 0.9}],
+                   {"criterion_type": "run_command", "description": "tests pass", "score": "high", "pass_threshold": 0.9}],
                task_config={"resolved": {"success_criteria": [{"type": {"x": 1}, "description": "wrote it"}],
-                                         "run_limits": {"max_turns": "12", "task_timeout": 600}}})
+                                         "run_limits": {"max_turns": "twelve", "task_timeout": 600}}})
     write(root, bad)
     write(root, task("good"))
     report = ingest(root)
@@ -114,19 +114,51 @@ def test_fields_of_the_wrong_type_are_named_and_the_rest_of_the_run_is_read(inge
               "task_config.resolved.run_limits.max_turns", "task_config.resolved.success_criteria[0].type",
               "total_token_usage.uncached_input_tokens", "weighted_score"]
     assert [m.split("'")[1] for m in said] == fields
-    assert all(m.startswith("task.json: field '") and m.endswith("read as not given, the rest kept") for m in said)
+    # a token bucket of the wrong type is TokenUsage's default, 0; any other field is not given
+    assert [m.endswith("read as 0, the rest kept") for m in said] == [False] * 4 + [True, False]
+    assert all(m.startswith("task.json: field '") and m.endswith(", the rest kept") for m in said)
+    assert sum(m.endswith("read as not given, the rest kept") for m in said) == 5
     data = api_run(client, "odd/v/bad/00")
     run = data["run"]
     assert sorted(run["warnings"]) == said  # on the run's page too
     # the rest of the record: status, steps, output tokens, cost, time, task timeout
     assert (run["verdict"], run["source_status"], run["steps"], run["tool_calls"]) == ("pass", "SUCCESS", 1, 1)
-    # uncached input read as not given is TokenUsage's default, 0: 0 + 20 output
+    # uncached input read as 0 (never the computed input_tokens standing in for it): 0 + 20 output
     assert (run["tokens_output"], run["tokens_total"], run["cost_usd"]) == (20, 20, 0.01)
     assert run["score"] is None and run["budget_max_steps"] is None and run["budget_max_runtime_s"] == 600
-    # the criterion without a type keeps its description; the one with a string score has no result
+    # the criterion without a type keeps its description; the one with a word for a score has no result
     assert [(c["description"], c["graded"]) for c in data["criteria"]] == [("wrote it", True), ("tests pass", False)]
     assert "read as not given" in run_page(client, "odd/v/bad/00")
     assert api_run(client, "odd/v/good/00")["run"]["warnings"] in (None, [])
+
+
+def test_a_quoted_number_is_that_number_as_coder_eval_reads_it(ingest, client, tmp_path):
+    # coder_eval's result models are lax pydantic: "0.5" for a float field is 0.5 to them, "100"
+    # for an int field 100. A quoted uncached bucket is not a missing one: the computed
+    # input_tokens (which holds both cache buckets) never stands in for it.
+    root = tmp_path / "quoted"
+    usage = {"uncached_input_tokens": "100", "input_tokens": 1150, "output_tokens": "20",
+             "cache_creation_input_tokens": 50, "cache_read_input_tokens": 1000, "total_cost_usd": "0.01"}
+    write(root, task("q", weighted_score="0.5", total_token_usage=usage,
+                     success_criteria_results=[{"result_kind": "basic", "criterion_type": "run_command",
+                                                "description": "tests pass", "score": "1", "pass_threshold": "0.9",
+                                                "evaluation_status": "evaluated", "gating": True}],
+                     task_config={"resolved": {"run_limits": {"max_turns": " 12 ", "task_timeout": "600"}}}))
+    report = ingest(root)
+    assert (report.errors, report.warnings) == ([], [])
+    data = api_run(client, "quoted/v/q/00")
+    run = data["run"]
+    # 100 uncached + 50 written + 1000 read = 1150 in, 20 out: 1170, coder_eval's row total_tokens
+    assert (run["tokens_input"], run["tokens_output"], run["tokens_total"]) == (1150, 20, 1170)
+    assert (run["tokens_cache_read"], run["tokens_cache_write"], run["score"]) == (1000, 50, 0.5)
+    assert (run["budget_max_steps"], run["budget_max_runtime_s"]) == (12, 600)
+    assert [(c["graded"], c["score"]) for c in data["criteria"]] == [(True, 1.0)]
+    # a quoted word stays what it is: no number
+    write(root, task("w", weighted_score="half", total_token_usage={**PRICED, "uncached_input_tokens": "lots"}))
+    report = ingest(root)
+    assert sorted(w.message.split("'")[1] for w in report.warnings) == ["total_token_usage.uncached_input_tokens",
+                                                                        "weighted_score"]
+    assert api_run(client, "quoted/v/w/00")["run"]["tokens_total"] == 20
 
 
 def test_the_check_never_changes_the_document_and_copies_only_what_it_reads_otherwise():
@@ -156,6 +188,37 @@ def test_a_task_json_that_is_no_object_or_no_json_is_one_error_and_the_others_ar
     report = ingest(root)
     assert report.created == {"broken/v/fine/00"}
     assert sorted(e.file.rsplit("/", 3)[-3] for e in report.errors) == ["cut", "list"]
+
+
+def test_a_run_json_or_experiment_json_that_cannot_be_read_is_one_error_each_and_the_tasks_are_read(
+        ingest, client, tmp_path):
+    root = tmp_path / "2026-08-08_08-08-08"
+    write(root, task("t1"))
+    rows = [{"task_id": "t1", "replicate_index": 0, "variant_id": "v", "status": "SUCCESS", "total_cost_usd": 0.5},
+            {"task_id": "gone", "replicate_index": 0, "variant_id": "v", "status": "ERROR"}]
+    whole = orjson.dumps({"run_id": root.name, "task_results": rows})
+    (root / "run.json").write_bytes(whole[:40])                               # cut short while being written
+    (root / "experiment.json").write_bytes(b'["exp-1"]')                       # JSON, but not an object
+    report = ingest(root)
+    said = {e.file.rsplit("/", 1)[-1]: e.message for e in report.errors}
+    assert sorted(said) == ["experiment.json", "run.json"]
+    assert said["run.json"].startswith("could not read this run.json (invalid JSON: ")
+    assert "runs it lists with no task.json, each row's bill and cost_complete" in said["run.json"]
+    assert said["experiment.json"] == ("could not read this experiment.json (not a JSON object (a list)); its runs are "
+                                       "filed under the results id instead of the experiment it names until it can "
+                                       "be read")
+    # the task.json is read all the same, its bill from the task itself (0.01)
+    assert report.created == {f"{root.name}/v/t1/00"}
+    run = api_run(client, f"{root.name}/v/t1/00")["run"]
+    assert (run["experiment"], run["cost_usd"]) == (root.name, 0.01)
+    # written in full, both are read: the row's bill, its row-only run, the experiment's name
+    (root / "run.json").write_bytes(whole)
+    (root / "experiment.json").write_bytes(orjson.dumps({"experiment_id": "exp-1"}))
+    report = ingest(root)
+    assert report.errors == []
+    assert report.created == {f"{root.name}/v/gone/00"}
+    run = api_run(client, f"{root.name}/v/t1/00")["run"]
+    assert (run["experiment"], run["cost_usd"]) == ("exp-1", 0.5)
 
 
 # -- every FinalStatus, and one coder_eval does not have ----------------------------------------
@@ -278,7 +341,9 @@ def test_token_usage_with_some_buckets_reads_the_others_as_zero_and_null_as_unkn
     zeros = [dict(message(f"turn {i}", [f"t{i}"]), input_tokens=0, output_tokens=0) for i in range(2)]
     write(root, task("zeros", total_token_usage=None,
                      iterations=[dict(turns_of(2), token_usage=None, messages=zeros)]))
-    # ... and a message that does carry tokens keeps them (10 + 5, message()'s defaults)
+    # ... and a message that does carry tokens keeps them (10 + 5, message()'s defaults) on
+    # its step, but the run's total is what coder_eval reports: none (its row's
+    # total_tokens is null when total_token_usage is), not the sum of what some messages carried
     write(root, task("counted", total_token_usage=None,
                      iterations=[dict(turns_of(2), token_usage=None, messages=[zeros[0], message("turn 1", ["t1"])])]))
     assert ingest(root).errors == []
@@ -293,7 +358,8 @@ def test_token_usage_with_some_buckets_reads_the_others_as_zero_and_null_as_unkn
     assert (zeros["steps"], zeros["tokens_input"], zeros["tokens_output"], zeros["tokens_total"]) == (2, None, None, None)
     assert [s["tokens"] for s in steps_of(client, "tok/v/zeros/00")] == [{"input": None, "output": None, "total": None}] * 2
     counted = api_run(client, "tok/v/counted/00")["run"]
-    assert (counted["tokens_input"], counted["tokens_output"], counted["tokens_total"]) == (10, 5, 15)
+    assert (counted["tokens_input"], counted["tokens_output"], counted["tokens_total"]) == (None, None, None)
+    assert [s["tokens"]["total"] for s in steps_of(client, "tok/v/counted/00")] == [None, 15]
 
 
 # -- cost: the whole bill, and when it is a floor ------------------------------------------------
@@ -658,6 +724,31 @@ def test_each_early_stop_reason_and_the_deciding_criterions_live_verdict(ingest,
     assert bool(report.warnings) is (live is None)
 
 
+def test_an_early_stop_shows_at_the_step_of_its_deciding_call_when_replies_come_in_parts(ingest, client, tmp_path):
+    # An SDK that sends one reply's text and its tool use as two messages: coder_eval counts
+    # one turn per reply (its watcher: one TurnStart per message id), the board one step per
+    # message. Three replies, six messages; the stop latched on call 2, in the second reply:
+    # sdk_turn_index 2, but the call is in message 4, the step the board shows.
+    messages, commands = [], []
+    for i in range(3):
+        messages.append(message(f"thinking about {i}", []))
+        messages.append(dict(message("", [f"t{i}"]), content_blocks=[]))
+        commands.append(command(f"t{i}", None, f"step {i}"))
+    commands[1] = dict(commands[1], result_status="unknown", execution_completed_at=None)
+    it = dict(turns_of(1), assistant_turn_count=6, messages=messages, commands=commands)
+    early = {"reason": "criterion_passed", "deciding_criterion_type": "file_exists",
+             "deciding_criterion_description": "wrote it", "armed_criteria": ["file_exists: wrote it"],
+             "sdk_turn_index": 2, "tool_call_index": 2, "elapsed_seconds": 0.5}
+    write(tmp_path / "parts", task("p", iterations=[it], early_stop=early, total_assistant_turns=6))
+    assert ingest(tmp_path / "parts").errors == []
+    data = api_run(client, "parts/v/p/00")
+    assert (data["run"]["steps"], data["early_stop"]["step"], data["early_stop"]["tool_call_index"]) == (6, 4, 2)
+    assert data["criteria"][0]["decided_at_step"] == 4
+    steps = steps_of(client, "parts/v/p/00")
+    assert [s["step"] for s in steps if s["record"]["actions"]] == [2, 4, 6]
+    assert "stopped early during this call" in steps[3]["record"]["action_results"][0]["note"]
+
+
 # -- run.json rows -------------------------------------------------------------------------------
 
 def test_a_run_json_row_without_variant_id_is_its_task_jsons_row(ingest, client, tmp_path):
@@ -706,13 +797,13 @@ def test_a_row_only_run_from_an_older_run_json_reads_its_turn_digest(ingest, cli
 def test_a_row_of_the_wrong_type_is_named_and_its_run_kept(ingest, client, tmp_path):
     root = tmp_path / "2026-05-05_05-05-05"
     (root / "default").mkdir(parents=True)
-    rows = [{"task_id": "r1", "replicate_index": 0, "variant_id": "default", "status": "ERROR", "weighted_score": "0",
+    rows = [{"task_id": "r1", "replicate_index": 0, "variant_id": "default", "status": "ERROR", "weighted_score": "none",
              "duration": 2.0, "error_message": "docker daemon is not responding"}]
     (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
     report = ingest(root)
     assert report.errors == []
     assert [w.message for w in report.warnings] == [
-        "run.json row: field 'weighted_score' should be a number or null, not a string ('0'); read as not given, "
+        "run.json row: field 'weighted_score' should be a number or null, not a string ('none'); read as not given, "
         "the rest kept"]
     run = api_run(client, f"{root.name}/default/r1/00")["run"]
     assert (run["verdict"], run["score"], run["elapsed_s"]) == ("error", None, 2.0)

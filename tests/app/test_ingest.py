@@ -455,6 +455,20 @@ def test_numbers_written_as_strings_count_in_totals(ingest, engine, tmp_path):
     assert scalar(engine, "select duration_s from steps") == 2.5
 
 
+def test_a_run_end_that_gives_its_token_total_as_null_has_unknown_tokens(ingest, engine, tmp_path):
+    # "total": null with no input or output: the producer has no count (coder_eval's null
+    # total_token_usage); its steps' tokens are not the run's. Without "tokens", or with
+    # "tokens": null (absent, as a null object reads), totals come from the steps.
+    steps = [step(r, 0, tokens={"input": 100, "output": 20, "total": 120}) for r in ("n", "a", "z")]
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("n"), steps[0], end("n", tokens={"input": None, "output": None, "total": None}),
+        start("a"), steps[1], end("a"),
+        start("z"), steps[2], end("z", tokens=None)])
+    assert ingest(path).ok
+    totals = {r: (run_row(engine, r)["tokens_input"], run_row(engine, r)["tokens_total"]) for r in "naz"}
+    assert totals == {"n": (None, None), "a": (100, 120), "z": (100, 120)}
+
+
 def test_a_quoted_integral_number_counts_where_an_integer_belongs(ingest, engine, tmp_path):
     # the model reads "100.0" as 100 without a warning; the store read it as nothing (found in review)
     path = write_jsonl(tmp_path / "t.jsonl", [start("q", replicate="1.0"),
