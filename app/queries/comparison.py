@@ -86,6 +86,19 @@ def _condition(group: Group) -> Any:
     return exists().where(and_(TAGS.c.run_pk == RUNS.c.id, TAGS.c.tag == group.value))
 
 
+def superseded() -> Any:
+    """The ids of runs of an experiment that a later run of the same variant, task and
+    replicate replaces: compare's pairing (`compare.index_runs`: the latest by start
+    time, then by store order) as one SQL statement, so the overview counts the runs the
+    comparison pairs (two results folders of one experiment are not replicates)."""
+    key = func.coalesce(func.nullif(RUNS.c.task_id, ""), RUNS.c.run_id)
+    order = func.row_number().over(
+        partition_by=(RUNS.c.experiment, RUNS.c.variant, key, func.coalesce(RUNS.c.replicate, 0)),
+        order_by=(case((RUNS.c.started_at.is_(None), 1), else_=0), RUNS.c.started_at.desc(), RUNS.c.id.desc()))
+    ranked = select(RUNS.c.id, order.label("recency")).where(RUNS.c.experiment.is_not(None)).subquery()
+    return select(ranked.c.id).where(ranked.c.recency > 1)
+
+
 def rows_of(session: Session, stmt: Any) -> list[dict[str, Any]]:
     """A query's rows as dicts. On SQLite straight from the driver: SQLAlchemy's per-row
     result processing was two thirds of a 10,000-pair comparison (docs/performance.md).

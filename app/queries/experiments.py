@@ -35,17 +35,24 @@ def experiments_overview(session: Session) -> dict[str, Any]:
 
 def _overview(session: Session) -> dict[str, Any]:
     activity = func.max(func.coalesce(RUNS.c.ended_at, RUNS.c.started_at))
+    # The runs compare pairs: of one task and replicate, the latest (an experiment run
+    # twice is two attempts at the same pairs, not replicates); the others are counted apart.
+    older = comparison.superseded()
+    kept = RUNS.c.id.not_in(older)
+    set_aside = {(e, v): int(n) for e, v, n in session.execute(
+        select(RUNS.c.experiment, RUNS.c.variant, func.count()).where(RUNS.c.id.in_(older))
+        .group_by(RUNS.c.experiment, RUNS.c.variant))}
     rows = session.execute(
         select(RUNS.c.experiment, RUNS.c.variant, func.count(),
                _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "fail"), _count(RUNS.c.verdict == "error"),
                _count(RUNS.c.verdict == "not_graded"), _count(RUNS.c.verdict.is_(None)),
                _count(RUNS.c.state == "running"), _count(RUNS.c.early_stopped.is_(True)), activity,
                _count(and_(RUNS.c.verdict.in_(("pass", "fail", "error")), run_list.MEASURED)))
-        .group_by(RUNS.c.experiment, RUNS.c.variant)).all()
+        .where(kept).group_by(RUNS.c.experiment, RUNS.c.variant)).all()
     costs: dict[tuple, list[float]] = {}
     floors: dict[tuple, int] = {}
     for e, v, c, floor in session.execute(select(RUNS.c.experiment, RUNS.c.variant, RUNS.c.cost_usd,
-                                                 comparison.cost_floor()).where(RUNS.c.cost_usd.is_not(None))):
+                                                 comparison.cost_floor()).where(RUNS.c.cost_usd.is_not(None), kept)):
         costs.setdefault((e, v), []).append(float(c))
         if floor:
             floors[(e, v)] = floors.get((e, v), 0) + 1
@@ -53,10 +60,10 @@ def _overview(session: Session) -> dict[str, Any]:
     decided_runs = _count(RUNS.c.verdict.in_(("pass", "fail", "error")))
     for e, v, d, p, x in session.execute(select(RUNS.c.experiment, RUNS.c.variant, decided_runs,
                                                 _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "error"))
-                                         .group_by(RUNS.c.experiment, RUNS.c.variant, RUNS.c.task_id)):
+                                         .where(kept).group_by(RUNS.c.experiment, RUNS.c.variant, RUNS.c.task_id)):
         by_task.setdefault((e, v), []).append((int(d or 0), int(p or 0), int(x or 0)))
     failing: dict[tuple, list[dict[str, Any]]] = {}
-    for run in failures.failing_run_reasons(session, conds=[]):
+    for run in failures.failing_run_reasons(session, conds=[kept]):
         failing.setdefault((run["experiment"], run["variant"]), []).append(run)
 
     experiments: dict[Optional[str], dict[str, Any]] = {}
@@ -68,14 +75,17 @@ def _overview(session: Session) -> dict[str, Any]:
         figures = overview.variant_figures(counts, costs.get((e, v), []))
         # costs that are lower bounds (coder_eval's cost_complete false): so is a median over them
         figures["cost_lower_bounds"] = floors.get((e, v), 0)
+        figures["set_aside"] = set_aside.get((e, v), 0)
         figures.update(overview.task_figures(by_task.get((e, v), []), measured=figures["pass_rate"] is not None))
         figures["failing"] = len(failing.get((e, v), []))
         figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)
         figures["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(e),
                                                     "variant": run_list.filter_value(v)})
-        exp = experiments.setdefault(e, {"experiment": e, "runs": 0, "running": 0, "latest": None, "variants": []})
+        exp = experiments.setdefault(e, {"experiment": e, "runs": 0, "set_aside": 0, "running": 0, "latest": None,
+                                         "variants": []})
         exp["variants"].append(figures)
         exp["runs"] += figures["runs"]
+        exp["set_aside"] += figures["set_aside"]
         exp["running"] += figures["running"]
         if latest is not None and (exp["latest"] is None or latest > exp["latest"]):
             exp["latest"] = latest
@@ -88,7 +98,7 @@ def _overview(session: Session) -> dict[str, Any]:
         exp["compare"] = None
         if exp["experiment"] is not None and len(names) >= 2:
             exp["compare"] = _default_comparison(session, exp["experiment"], names, headline=i < HEADLINES)
-    return {"experiments": ordered, "runs": sum(e["runs"] for e in ordered)}
+    return {"experiments": ordered, "runs": sum(e["runs"] + e["set_aside"] for e in ordered)}
 
 
 def _default_comparison(session: Session, experiment: str, names: list[str], *, headline: bool) -> dict[str, Any]:

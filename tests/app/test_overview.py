@@ -221,3 +221,56 @@ def test_variants_whose_finished_runs_are_not_graded_say_so_not_yet(tmp_path, in
     one_variant = page(client.get("/runs?experiment=plain&variant=v1").text)
     labels = [shown(x) for x in one_variant.select(".stat-label")]
     assert "pass rate (no run here is graded: none has a pass, fail or error)" in labels
+
+
+def test_an_experiment_run_again_counts_the_latest_run_of_each_task_as_compare_pairs_it(tmp_path, ingest, client):
+    # Day 1: smoke t1 pass, t2 pass; e2e t1 pass, t2 fail. Day 2 (later start) runs e2e again:
+    # t1 fail, t2 fail. Two attempts at the same (task, replicate), not replicates: compare
+    # keeps day 2's e2e runs, and so does the overview: e2e 0 of 2 (not 1 of 4), with the two
+    # day-1 runs counted apart; smoke is untouched.
+    recs = []
+    recs += _run("d1-s-1", experiment="again", variant="smoke", task="t1", passed=True, cost=0.1, second=1)
+    recs += _run("d1-s-2", experiment="again", variant="smoke", task="t2", passed=True, cost=0.1, second=2)
+    recs += _run("d1-e-1", experiment="again", variant="e2e", task="t1", passed=True, cost=1.0, second=3)
+    recs += _run("d1-e-2", experiment="again", variant="e2e", task="t2", passed=False, cost=1.0, second=4)
+    recs += _run("d2-e-1", experiment="again", variant="e2e", task="t1", passed=False, cost=3.0, second=30)
+    recs += _run("d2-e-2", experiment="again", variant="e2e", task="t2", passed=False, cost=5.0, second=31)
+    # the same task id in a run without an experiment is no attempt at a pair: kept
+    recs += _run("loose-1", experiment=None, variant=None, task="t1", passed=True, second=40)
+    recs += _run("loose-2", experiment=None, variant=None, task="t1", passed=True, second=41)
+    assert ingest(write_jsonl(tmp_path / "again.jsonl", recs)).ok
+    body = client.get("/api/experiments").json()
+    assert body["runs"] == 8                                     # every stored run, as the runs list holds them
+    exps = _by_name(body)
+    e2e, smoke = exps["again"]["e2e"], exps["again"]["smoke"]
+    assert (e2e["runs"], e2e["set_aside"], e2e["passed"], e2e["failed"], e2e["pass_rate"]) == (2, 2, 0, 2, 0.0)
+    assert (e2e["tasks"], e2e["tasks_mixed"], e2e["median_cost_usd"], e2e["failing"]) == (2, 0, 4.0, 2)
+    assert (smoke["runs"], smoke["set_aside"], smoke["pass_rate"]) == (2, 0, 1.0)
+    assert (exps["again"]["_"]["runs"], exps["again"]["_"]["set_aside"]) == (4, 2)
+    assert (exps[None][None]["runs"], exps[None][None]["set_aside"]) == (2, 0)
+    compared = client.get("/compare", params={"experiment": "again", "a": "smoke", "b": "e2e", "format": "json"}).json()
+    assert exps["again"]["_"]["compare"]["headline"] == compared["headline"]
+    assert sorted(d["run_id"] for d in compared["duplicates"]["b"]) == ["d1-e-1", "d1-e-2"]
+    row = one(page(client.get("/").text), 'section[aria-label="Experiment again"] tr.variant-row[data-variant="e2e"]')
+    assert shown(one(row, ".set-aside")) == "and 2 older, set aside"
+    assert shown(one(row, "td.pass-rate").b) == "0%"
+
+
+def test_the_overview_keeps_the_run_compare_keeps_when_start_times_tie_or_are_missing(tmp_path, ingest, client):
+    # compare.index_runs: a run with a start time beats one without; equal times go to the
+    # later stored run. t1: a (no time, pass), b and c (same time; b fail, c pass) -> c.
+    # t2: d (no time, pass), e (no time, fail) -> e. The overview must keep the same two.
+    recs = []
+    for rid, task, passed, second in (("a", "t1", True, None), ("b", "t1", False, 5), ("c", "t1", True, 5),
+                                      ("d", "t2", True, None), ("e", "t2", False, None)):
+        run = _run(rid, experiment="tie", variant="e2e", task=task, passed=passed, second=second or 0)
+        if second is None:
+            del run[0]["ts"]
+        recs += run
+    recs += _run("s1", experiment="tie", variant="smoke", task="t1", passed=True)
+    recs += _run("s2", experiment="tie", variant="smoke", task="t2", passed=True)
+    assert ingest(write_jsonl(tmp_path / "tie.jsonl", recs)).ok
+    compared = client.get("/compare", params={"experiment": "tie", "a": "smoke", "b": "e2e", "format": "json"}).json()
+    assert sorted(d["run_id"] for d in compared["duplicates"]["b"]) == ["a", "b", "d"]
+    e2e = _by_name(client.get("/api/experiments").json())["tie"]["e2e"]
+    assert (e2e["runs"], e2e["set_aside"], e2e["passed"], e2e["failed"]) == (2, 3, 1, 1)   # c pass, e fail

@@ -147,7 +147,7 @@ def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, pa
     from tests.app.test_coder_eval_schema import command, task, turns_of, write
 
     root = tmp_path / "crafted"
-    write(root, task("odd", weighted_score="0.5"))
+    write(root, task("odd", weighted_score="high"))
     write(root, task("killed", status="TIMEOUT", score=0.0))
     write(root, task("killed", variant="w"))  # its twin, for the side-by-side page
     quiet = {"iteration": 1, "user_input": "go", "agent_output": "done", "duration_seconds": 1.0,
@@ -165,7 +165,7 @@ def test_what_a_crafted_coder_eval_folder_says_reads_in_chromium(live_server, pa
 
     page.goto(live_server.url + "/runs/" + quote("crafted/v/odd/00", safe=""))
     warnings = page.locator(".run-head ul.warnings li").all_inner_texts()
-    assert warnings == ["⚠ task.json: field 'weighted_score' should be a number or null, not a string ('0.5'); "
+    assert warnings == ["⚠ task.json: field 'weighted_score' should be a number or null, not a string ('high'); "
                         "read as not given, the rest kept"]
 
     page.goto(live_server.url + "/runs/" + quote("crafted/v/killed/00", safe=""))
@@ -254,4 +254,49 @@ def test_a_dialog_and_a_time_out_read_their_stop_and_gauges_in_chromium(live_ser
     time = page.locator(".run-head .gauge", has_text="time (end to end)")
     assert time.locator(".gauge-text").inner_text().startswith("10 min 5 s of 10 min 0 s (101%)")
     assert time.get_attribute("class").split() == ["gauge", "gauge-over"]
+    assert page.errors == []
+
+
+def test_an_uploaded_results_folder_with_a_cut_run_json_says_so_and_keeps_its_tasks(live_server, page, tmp_path):
+    import io
+    import zipfile
+
+    from tests.app.test_coder_eval_schema import task, write
+
+    root = tmp_path / "2026-11-11_11-11-11"
+    write(root, task("t1"))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.write(root / "v" / "t1" / "00" / "task.json", f"{root.name}/v/t1/00/task.json")
+        zf.writestr(f"{root.name}/run.json", '{"run_id": "2026-11-11_11-11-11", "task_res')
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "night.zip", "mimeType": "application/zip", "buffer": buf.getvalue()}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result").wait_for()
+    rejected = page.locator(".upload-result ul.rejected li").all_inner_texts()
+    assert len(rejected) == 1 and f"{root.name}/run.json" in rejected[0]
+    assert "could not read this run.json (invalid JSON" in rejected[0]
+    assert "each row's bill and cost_complete" in rejected[0]
+    assert page.locator(".runs-created a").all_inner_texts() == [f"{root.name}/v/t1/00"]
+    assert page.errors == []
+
+
+def test_the_overview_counts_the_latest_run_of_an_experiment_run_again(live_server, page, ingest, tmp_path):
+    from tests.app.test_overview import _run
+    from tests.conftest import write_jsonl
+
+    recs = []
+    for day, second, passed in (("d1", 1, True), ("d2", 30, False)):
+        recs += _run(f"{day}-e", experiment="again", variant="e2e", task="t1", passed=passed, second=second)
+    recs += _run("s", experiment="again", variant="smoke", task="t1", passed=True, second=2)
+    assert ingest(write_jsonl(tmp_path / "again.jsonl", recs)).ok
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(live_server.url + "/")
+        row = page.locator("tr.variant-row[data-variant='e2e']")
+        assert row.locator(".set-aside").inner_text() == "and 1 older, set aside"
+        assert "a later run of the same variant replaces" in row.locator(".set-aside").get_attribute("title")
+        assert row.locator(".pass-rate b").inner_text() == "0%"                  # day 2's fail, not 1 of 2
+        assert page.locator("section.experiment .set-aside").first.inner_text() == "(and 1 older, set aside)"
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
     assert page.errors == []
