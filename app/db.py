@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlmodel import create_engine
 
 from .errors import BoardError
-from .jsontext import column_text
+from .jsontext import column_load, column_text
 from .paths import MIGRATIONS
 from .settings import Settings
 
@@ -60,13 +60,13 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
-            json_serializer=column_text,
+            json_serializer=column_text, json_deserializer=column_load,
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     connect_args = {"connect_timeout": 10, "application_name": "qita-board"} if sa_url.get_backend_name() == "postgresql" else {}
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args,
-                         json_serializer=column_text)
+                         json_serializer=column_text, json_deserializer=column_load)
 
 
 #: SQLite's own default: after a commit that leaves the WAL longer than this many pages,

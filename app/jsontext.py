@@ -31,7 +31,20 @@ def column_text(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
-        return json.dumps(value)
+        try:
+            return json.dumps(value)
+        except RecursionError:
+            return dumps_deep(value)  # deeper than Python's stack: ingest reads 1024 levels
+
+
+def column_load(text: Any) -> Any:
+    """A JSON column's value as the SQLite engine reads it back: orjson (1024 levels, where
+    the standard library's json.loads runs out of stack first), or json.loads for what
+    orjson refuses (an integer past 64 bits, which `column_text` may have written)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _default(obj: Any) -> Any:
@@ -64,8 +77,9 @@ def _key(key: Any) -> str:
     return _atom(key if isinstance(key, str) else _atom(key).strip('"'))
 
 
-def dumps_deep(value: Any) -> str:
-    """Compact JSON of `value` at any depth, written with an explicit stack (no recursion)."""
+def dumps_deep(value: Any, *, sort_keys: bool = False) -> str:
+    """Compact JSON of `value` at any depth, written with an explicit stack (no recursion);
+    `sort_keys` as orjson's OPT_SORT_KEYS (a record's identity is its sorted JSON)."""
     out: list[str] = []
     # Each frame: the container's remaining items, whether it is a dict, whether an item was written.
     stack: list[list[Any]] = []
@@ -73,7 +87,8 @@ def dumps_deep(value: Any) -> str:
     def open_(v: Any) -> None:
         if isinstance(v, dict):
             out.append("{")
-            stack.append([iter(v.items()), True, False])
+            items = sorted(v.items(), key=lambda kv: _key(kv[0])) if sort_keys else v.items()
+            stack.append([iter(items), True, False])
         elif isinstance(v, (list, tuple)):
             out.append("[")
             stack.append([iter(v), False, False])
@@ -137,8 +152,15 @@ def nul_safe(value: Any) -> Any:
             if b"\\u0000" not in orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS):
                 return value
         except (TypeError, orjson.JSONEncodeError):
-            pass  # not JSON through and through (an integer past 64 bits): walked below
-    return _nul_scrubbed(value)
+            # past orjson's depth, or not JSON through and through (an integer past 64
+            # bits): the deep encoder says whether there is a NUL; walked below if so
+            if "\\u0000" not in dumps_deep(value):
+                return value
+    try:
+        return _nul_scrubbed(value)
+    except RecursionError:
+        # deeper than Python's stack (ingest reads 1024 levels): scrubbed as JSON text
+        return orjson.loads(dumps_deep(value).replace("\\u0000", "\\ufffd"))
 
 
 def _nul_scrubbed(value: Any) -> Any:

@@ -18,6 +18,7 @@ import orjson
 
 from qita.engine.critic import ACTION_RANK, effective_action
 
+from ..jsontext import dumps_deep
 from ..jsontext import nul_safe as _json_safe
 from ..previews import PREVIEW_MIN_CHARS, make_preview
 
@@ -46,7 +47,7 @@ def clean_text(value: Any, limit: Optional[int] = None) -> Optional[str]:
     if value is None:
         return None
     if not isinstance(value, str):
-        value = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if not isinstance(value, (int, float, bool)) else str(value)
+        value = _dumps(value, orjson.OPT_NON_STR_KEYS).decode() if not isinstance(value, (int, float, bool)) else str(value)
     if "\x00" in value:
         value = value.replace("\x00", "\ufffd")
     if limit is not None and len(value) > limit:
@@ -93,7 +94,7 @@ def _raw_text(raw: Optional[bytes], record: dict[str, Any]) -> str:
     if raw is not None:
         text = raw.decode("utf-8", errors="replace")
     else:
-        text = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+        text = _dumps(record, orjson.OPT_NON_STR_KEYS).decode()
     return text.replace("\x00", "\\u0000") if "\x00" in text else text
 
 
@@ -119,7 +120,16 @@ _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def _canonical(record: dict[str, Any]) -> bytes:
-    return orjson.dumps(record, option=_CANONICAL)
+    return _dumps(record, _CANONICAL)
+
+
+def _dumps(value: Any, option: int) -> bytes:
+    # orjson stops at 254 levels and ingest reads 1024: deeper values take the deep encoder
+    # (a TypeError costs nothing until it is raised, so the common case pays nothing)
+    try:
+        return orjson.dumps(value, option=option)
+    except TypeError:
+        return dumps_deep(value, sort_keys=bool(option & orjson.OPT_SORT_KEYS)).encode()
 
 
 # Row builders: one per record type, positional tuples in STEP_COLS / CRITIC_COLS /
@@ -164,7 +174,7 @@ def _text_fast(v: Any, limit: Optional[int] = None) -> Optional[str]:
 
 
 def _json_text(v: Any) -> str:
-    return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
+    return _dumps(v, orjson.OPT_NON_STR_KEYS).decode()
 
 
 def _json_value(v: Any, scrub: bool, encode: bool) -> Any:
@@ -270,7 +280,7 @@ def event_row(run_id: str, rtype: str, rec: dict[str, Any], raw: Optional[bytes]
         ts = ts if ts is None or type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
     return (run_id, step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
             ok if ok is True or ok is False else None, ts,
-            sha1(orjson.dumps(rec, option=_CANONICAL)).hexdigest(), record,
+            sha1(_canonical(rec)).hexdigest(), record,
             make_preview(rec) if chars >= PREVIEW_MIN_CHARS else None)
 
 

@@ -299,3 +299,41 @@ def test_cli_text_output_names_file_and_line(tmp_path: Path):
                                             "missing.jsonl:3: missing field 'run_id'",
                                             "missing.jsonl:4: missing field 'step'"]
     assert proc.stdout.strip() == "2 records from 1 files: 1 runs (1 new), 3 rejected"
+
+
+def _nested(depth: int) -> bytes:
+    """JSON text of an object nested `depth` levels, "bottom" at the end (written as text:
+    the standard library's encoder runs out of stack long before 1,000 levels)."""
+    return b'{"k":' * (depth - 1) + b'"bottom"' + b"}" * (depth - 1)
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_values_nested_as_deep_as_ingest_reads_are_stored_in_every_record_type(tmp_path: Path, depth: int):
+    # orjson writes at most 254 levels and Python's stack ends near 1,000, while ingest reads
+    # 1,024: an event at 255 levels crashed the ingest (its good neighbours lost), metadata
+    # at 600 refused its whole file. Every record type here carries one deep value.
+    deep = _nested(depth)
+    recs = [b'{"type":"run_start","run_id":"deep","criteria":[{"id":"c"}],"metadata":' + deep + b"}",
+            b'{"type":"step","run_id":"deep","step":0,"observation":' + deep + b',"critic_outputs":[{"critic":"x",'
+            b'"action":"continue","reason":"r","score":0.5,"details":' + deep + b"}]}",
+            b'{"type":"event","run_id":"deep","step":0,"phase":"ACT","ok":true,"payload":' + deep + b"}",
+            b'{"type":"mystery","run_id":"deep","x":' + deep + b"}",
+            b'{"type":"criterion","run_id":"deep","id":"c","score":1.0,"passed":true,"details":' + deep + b"}",
+            b'{"type":"run_end","run_id":"deep","status":"completed","stop_reason":"final","failure_report":' + deep + b"}",
+            b'{"type":"run_start","run_id":"good"}',
+            b'{"type":"run_end","run_id":"good","status":"completed","stop_reason":"final"}']
+    path = tmp_path / "deep.jsonl"
+    path.write_bytes(b"\n".join(recs) + b"\n")
+    db = tmp_path / "deep.db"
+    result = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", str(path), "--db", str(db)],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "8 records from 1 files: 2 runs (2 new), 0 rejected" in result.stdout + result.stderr
+    with TestClient(create_app(Settings(db=str(db))), base_url="http://127.0.0.1") as client:
+        run = orjson.loads(client.get("/api/runs/deep").content)   # json.loads runs out of stack
+        assert run["run"]["verdict"] == "pass"
+        exported = client.get("/runs/deep/export.jsonl").content.splitlines()
+        # seven deep values, each whole: metadata, observation, critic details, event,
+        # the unknown record, criterion details, failure report
+        assert len(exported) == 6 and sum(line.count(b'{"k":') for line in exported) == 7 * (depth - 1)
+        assert client.get("/runs/deep").status_code == 200
