@@ -93,6 +93,12 @@ class Job:
     deadline: Optional[float] = None
 
     @property
+    def is_upload(self) -> bool:
+        """An upload's job (the board's own work — a pass of the watcher, the lab's index,
+        a sweep — is neither shown as an upload nor cancelled by a visitor)."""
+        return self.owner.startswith("upload:")
+
+    @property
     def records(self) -> int:
         return self.ingestor.records_done if self.ingestor is not None else 0
 

@@ -32,6 +32,10 @@ def job_status(request: Request, job_id: int) -> Any:
 @router.post("/api/jobs/{job_id}/cancel", summary="Cancel a write job (an upload): at once when queued, "
                                                   "at its next batch when running; what was written stays")
 def job_cancel(request: Request, job_id: int) -> Any:
+    found = request.app.state.writer.get(job_id)
+    if found is not None and not found.is_upload:
+        raise BoardError(f"job {job_id} is the board's own ({found.label}), not an upload: only an upload can be "
+                         "cancelled", status=409)
     job = request.app.state.writer.cancel(job_id)
     if job is None:
         raise BoardError("no such job (finished jobs are kept for a while only)", status=404)

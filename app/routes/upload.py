@@ -93,7 +93,7 @@ async def upload_form(request: Request) -> Any:
 def upload_job(request: Request, job_id: int) -> Any:
     """An upload's progress, then its result."""
     job = request.app.state.writer.get(job_id)
-    if job is None:
+    if job is None or not job.is_upload:
         raise BoardError("no such upload (results are kept for a while only)", status=404)
     return respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")
 
@@ -101,7 +101,8 @@ def upload_job(request: Request, job_id: int) -> Any:
 @router.post("/upload/jobs/{job_id}/cancel", include_in_schema=False)
 def upload_cancel(request: Request, job_id: int) -> Any:
     """The component's Cancel button."""
-    job = request.app.state.writer.cancel(job_id)
+    found = request.app.state.writer.get(job_id)
+    job = request.app.state.writer.cancel(job_id) if found is not None and found.is_upload else None
     if job is None:
         raise BoardError("no such upload (results are kept for a while only)", status=404)
     return respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")

@@ -144,3 +144,24 @@ def test_a_running_upload_is_cancelled_at_its_next_batch(tmp_path):
         assert partial["partial"] is True and partial["runs_created"] == ["r"] and partial["records"] == count + 1
         upload = c.get(f"/api/uploads/{partial['upload_id']}").json()
         assert [r["run_id"] for r in upload["runs_created"]] == ["r"]
+
+
+def test_the_boards_own_jobs_are_no_uploads_to_show_or_cancel(tmp_path):
+    # Job numbers come from one counter: a visitor trying /upload/jobs/1 reached the board's
+    # own job (the lab's index, a sweep) and got a 500; cancelling it stopped the board's work.
+    with _client(tmp_path) as c:
+        writer = c.app.state.writer
+        release = _block(writer)
+        try:
+            own = next(j for j in writer._jobs.values() if j.label == "blocker")
+            page = c.get(f"/upload/jobs/{own.id}")
+            assert (page.status_code, "no such upload (results are kept for a while only)" in page.text) == (404, True)
+            assert c.post(f"/upload/jobs/{own.id}/cancel").status_code == 404
+            refused = c.post(f"/api/jobs/{own.id}/cancel")
+            assert refused.status_code == 409
+            assert refused.json()["error"] == (f"job {own.id} is the board's own (blocker), not an upload: "
+                                                "only an upload can be cancelled")
+            assert own.state == "running" and own.stop_reason is None
+            assert c.get(f"/api/jobs/{own.id}").json()["state"] == "running"   # its progress stays readable
+        finally:
+            release.set()
