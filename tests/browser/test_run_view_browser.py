@@ -12,6 +12,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from qita_board.urls import encode_run_id
 from tests.app.pages_traces import run_records, write_set
+from tests.browser.test_pages_browser import until
 from tests.conftest import write_jsonl
 
 
@@ -243,7 +244,6 @@ def test_show_all_by_keyboard_keeps_the_focus_on_the_value_it_brought(live_serve
     page.locator("#step-0 .long-full").wait_for()
     # htmx swaps the value in, then moves the focus when it settles (a few ms later):
     # wait for that, rather than reading the focus in between (it failed one run in three).
-    page.wait_for_function("document.activeElement && document.activeElement.classList.contains('long-full')",
-                           timeout=5000)
+    until(page, "!!document.activeElement && document.activeElement.classList.contains('long-full')", timeout_s=5)
     assert page.evaluate("window.getSelection().toString()") == ""
     assert page.errors == []
