@@ -174,7 +174,10 @@ def _text_fast(v: Any, limit: Optional[int] = None) -> Optional[str]:
 
 
 def _json_text(v: Any) -> str:
-    return _dumps(v, orjson.OPT_NON_STR_KEYS).decode()
+    try:  # inline, not through _dumps: three critic outputs a step on the ingest's hot path
+        return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return _dumps(v, orjson.OPT_NON_STR_KEYS).decode()
 
 
 def _json_value(v: Any, scrub: bool, encode: bool) -> Any:
@@ -278,9 +281,13 @@ def event_row(run_id: str, rtype: str, rec: dict[str, Any], raw: Optional[bytes]
     else:
         phase = phase if type(phase) is str and len(phase) <= 200 else _text_fast(phase, 200)
         ts = ts if ts is None or type(ts) is str and len(ts) <= 100 else _text_fast(ts, 100)
+    try:  # orjson inline: most records are events (a call more per event is measurable)
+        key = orjson.dumps(rec, option=_CANONICAL)
+    except TypeError:  # nested past orjson's depth
+        key = _dumps(rec, _CANONICAL)
     return (run_id, step if type(step) is int and -_INT_MAX <= step <= _INT_MAX else _int_fast(step), phase,
             ok if ok is True or ok is False else None, ts,
-            sha1(_canonical(rec)).hexdigest(), record,
+            sha1(key).hexdigest(), record,
             make_preview(rec) if chars >= PREVIEW_MIN_CHARS else None)
 
 
