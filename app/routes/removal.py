@@ -79,6 +79,12 @@ def _context(request: Request) -> dict[str, Any]:
 
 # -- runs ------------------------------------------------------------------------------------
 
+def _lines(text: str) -> str:
+    # A form sends every line break as CRLF (the HTML form data set's newline
+    # normalization): a run id holding "\n" comes back as "\r\n" and could not be deleted.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 @router.get("/runs/{run_id:runid}/delete", include_in_schema=False)
 @router.get("/api/runs/{run_id:runid}/delete", summary="What deleting a run would remove (nothing is removed)")
 def confirm_run_delete(request: Request, session: SessionDep, _run: RunDep, run_id: str) -> Any:
@@ -95,7 +101,7 @@ def confirm_run_delete(request: Request, session: SessionDep, _run: RunDep, run_
 def run_delete_form(request: Request, session: SessionDep, run_id: str,
                     confirm: Annotated[str, Form(max_length=1000)] = "") -> Any:
     """The confirmation form's post: deletes when `confirm` repeats the run id."""
-    if confirm != run_id:
+    if _lines(confirm) != _lines(run_id):
         raise BoardError("to delete, confirm on the run's delete page (the form repeats the run id)",
                          details={"confirm_url": request.url.path})
     result = _carry_out(request, f"delete run {run_id}"[:200], _plan_run(run_id), lambda: missing_run(session, run_id))

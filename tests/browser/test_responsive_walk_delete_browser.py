@@ -399,3 +399,20 @@ def test_a_delete_page_left_open_refuses_to_delete_the_newer_upload_that_took_it
     page.wait_for_load_state()
     assert "is not the upload the delete page showed" in page.locator("main").inner_text()
     assert httpx.get(f"{live_server.url}/api/runs/innocent-run").status_code == 200
+
+
+@pytest.mark.parametrize("run_id", ["new\nline", "carriage\r\nreturn"])
+def test_a_run_whose_id_holds_a_line_break_is_deleted_from_its_page(live_server, page, ingest, tmp_path, run_id):
+    # The browser sends the confirmation's line breaks as CRLF (form data newline
+    # normalization): the board refused it as an id that does not match, and the run stayed.
+    from qita_board.urls import encode_run_id
+    from tests.conftest import write_jsonl
+
+    assert ingest(write_jsonl(tmp_path / "nl.jsonl", run_records(run_id) + run_records("other"))).ok
+    url = live_server.url + "/runs/" + encode_run_id(run_id)
+    page.goto(url + "/delete")
+    page.locator("#confirm-delete").click()
+    page.locator("#delete-done").wait_for()
+    assert "Removed 1 run" in page.locator("#delete-done").inner_text()
+    assert page.goto(url).status == 404
+    assert page.goto(live_server.url + "/runs/other").status == 200
