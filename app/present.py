@@ -14,6 +14,8 @@ import orjson
 
 from qita.format import LIVE_VERDICTS, STOP_REASONS
 
+from . import words
+
 #: One label per stop reason (badges carry text, not only color).
 STOP_REASON_LABELS = {
     "success": "success",
@@ -155,7 +157,11 @@ def to_json_text(value: Any, *, indent: bool = True) -> str:
         return value
     from .jsontext import dumps
 
-    return dumps(value, option=orjson.OPT_INDENT_2 if indent else 0).decode()
+    text = dumps(value, option=orjson.OPT_INDENT_2 if indent else 0).decode()
+    # A direction control inside a key or a string turned the block's own quotes and colons
+    # around it ("key\u202e": ... read `"key"lav" :"`): written as its JSON escape instead,
+    # the same JSON, and nothing in trace text can reorder what follows it.
+    return words.BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if words.BIDI.search(text) else text
 
 
 def gauge(used: Any, limit: Any) -> Optional[dict[str, Any]]:

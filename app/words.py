@@ -18,7 +18,7 @@ def plural(n: int, word: str, many: Optional[str] = None) -> str:
 
 #: Unicode's explicit direction controls: embeddings and overrides (closed by PDF, U+202C)
 #: and isolates (closed by PDI, U+2069).
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _EMBEDDINGS = frozenset("\u202a\u202b\u202d\u202e")
 _ISOLATES = frozenset("\u2066\u2067\u2068")
 
@@ -46,10 +46,10 @@ def contain_bidi(value: Any) -> Any:
     pairing: a PDF closes the last embedding or override, a PDI the last isolate and what was
     opened inside it), it reorders only itself. What the value says is unchanged; the JSON
     twins carry it as written, and so does every value a page sends back (`verbatim`)."""
-    if not isinstance(value, str) or type(value) is Verbatim or _BIDI.search(value) is None:
+    if not isinstance(value, str) or type(value) is Verbatim or BIDI.search(value) is None:
         return value
     stack: list[str] = []
-    for ch in _BIDI.findall(value):
+    for ch in BIDI.findall(value):
         if ch in _EMBEDDINGS or ch in _ISOLATES:
             stack.append(ch)
         elif ch == "\u202c":

@@ -228,3 +228,27 @@ def test_a_variant_that_opens_an_override_does_not_reverse_the_words_after_it(li
     page.wait_for_url("**variant=smoke%E2%80%AE**")
     page.wait_for_function("document.querySelectorAll('#runs-table tbody tr, table.runs tbody tr').length === 1")
     assert page.errors == []
+
+
+def test_an_override_inside_a_json_key_or_value_does_not_turn_the_blocks_quotes_around(live_server, page, ingest,
+                                                                                        tmp_path):
+    # {"key\u202e": "val\u202e"} read `"key"lav" :"`: the override ran on over the block's own
+    # quotes and colon. The control is written as its JSON escape, and the block reads in order.
+    recs = [{"type": "run_start", "run_id": "bidi-json"},
+            {"type": "step", "run_id": "bidi-json", "step": 0, "observation": {"key\u202e": "val\u202e", "n": 1}},
+            {"type": "run_end", "run_id": "bidi-json", "status": "completed", "stop_reason": "final"}]
+    assert ingest(write_jsonl(tmp_path / "bj.jsonl", recs)).ok
+    page.goto(f"{live_server.url}/runs/bidi-json")
+    block = page.locator("#step-0 .field:has(.label:text('observation')) pre")
+    assert '"key\\u202e": "val\\u202e"' in block.inner_text()
+    assert "\u202e" not in block.inner_text()
+    # the line's characters lie left to right on the screen
+    lefts = block.evaluate("""pre => {
+        const node = [...pre.childNodes].find(n => n.nodeType === 3 && n.textContent.includes('key'));
+        const at = node.textContent.indexOf('"key'), line = node.textContent.slice(at, node.textContent.indexOf('\\n', at));
+        return [...line].map((_, i) => {
+            const r = document.createRange(); r.setStart(node, at + i); r.setEnd(node, at + i + 1);
+            return r.getBoundingClientRect().left; });
+    }""")
+    assert lefts == sorted(lefts)
+    assert page.errors == []
