@@ -258,3 +258,30 @@ def test_ungraded_variants_and_long_failure_reasons_read_on_a_phone(live_server,
     assert reason.get_attribute("title") == reason.text_content()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert page.errors == []
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_compare_with_long_variant_names_stop_reasons_and_metadata_keys_fits_the_screen(live_server, page, ingest,
+                                                                                         tmp_path, width, height):
+    # Variant names as teams write them (a model and a setting, 45 characters), a long stop
+    # reason and a long metadata key: the confusion matrix, the stop-reason columns and the
+    # group-by select each widened the page (1,067 px at 390).
+    a, b = "claude-opus-4-1-20250805-baseline-no-critic", "claude-opus-4-1-20250805-with-critic-and-stop"
+    reason = "custom_stop_reason_written_by_a_team_without_any_spaces_at_all_in_it"
+    recs: list[dict[str, Any]] = []
+    for i in range(3):
+        for variant, verdict in ((a, "pass"), (b, "fail" if i else "pass")):
+            rid = f"{variant}-{i}"
+            recs += [{"type": "run_start", "run_id": rid, "task_id": f"t{i}", "experiment": "names",
+                      "variant": variant, "metadata": {"a_rather_long_metadata_key_name_for_grouping_runs_by": i}},
+                     {"type": "run_end", "run_id": rid, "status": "completed", "stop_reason": reason, "verdict": verdict}]
+    assert ingest(write_jsonl(tmp_path / "names.jsonl", recs)).ok
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{live_server.url}/compare?experiment=names&a={a}&b={b}")
+    assert page.locator("table.confusion").count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # the matrix's cells are on screen, or in a box that scrolls by itself
+    cell = page.locator("table.confusion td").last.bounding_box()
+    box = page.locator("table.confusion").evaluate("t => t.parentElement.getBoundingClientRect().right")
+    assert cell["x"] + cell["width"] <= width or box <= width
+    assert page.errors == []
