@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 
+import orjson
 import pytest
 
 from qita_board.settings import Settings
@@ -231,3 +232,29 @@ def test_a_run_id_typed_with_its_slashes_into_the_address_bar_opens_the_run(live
     assert page.errors == []
     page.goto(f"{live_server.url}/runs/2026-11-02_10-15-00/smoke/t03-fix-and-push/01")
     assert page.locator("#nearest-runs a").first.inner_text() == run_id   # the 404 names the nearest ids
+
+
+def test_counts_of_one_read_in_the_singular(live_server, page, tmp_path):
+    # "1 records", "1 graded pairs", "1 steps" (found by a browser audit)
+    recs = []
+    for variant in ("smoke", "e2e"):
+        recs += [{"type": "run_start", "run_id": f"{variant}-1", "task_id": "t", "experiment": "one", "variant": variant},
+                 {"type": "step", "run_id": f"{variant}-1", "step": 0, "actions": [{"name": "ls", "args": {}}]},
+                 {"type": "run_end", "run_id": f"{variant}-1", "status": "completed", "verdict": "pass",
+                  "stop_reason": "final", "tool_calls": 1}]
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "one.jsonl", "mimeType": "application/x-ndjson",
+                                            "buffer": orjson.dumps(recs[0]) + b"\n"}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result").wait_for()
+    assert page.locator(".upload-result h2").first.inner_text() == "Upload read: 1 file, 1 record"
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "all.jsonl", "mimeType": "application/x-ndjson",
+                                            "buffer": b"".join(orjson.dumps(r) + b"\n" for r in recs[1:])}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result").wait_for()
+    page.goto(live_server.url + "/compare?experiment=one&a=smoke&b=e2e")
+    assert page.locator("section:has(table.confusion) h2 .muted").inner_text().startswith("1 graded pair (1 task)")
+    page.goto(live_server.url + "/pair?a=smoke-1&b=e2e-1")
+    assert page.locator(".pair-side p.muted").first.inner_text().startswith("1 step · 1 tool call · ")
+    assert page.errors == []
