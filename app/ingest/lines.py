@@ -138,6 +138,11 @@ def _json_kind(value: Any) -> str:
 def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """Parse one line (without its newline) into a dict, or say why it is not a record."""
     if b"\x00" in raw:
+        n = len(raw)
+        if (n >= 4 and (raw[1::2].count(0) * 2 >= n - 3 or raw[0::2].count(0) * 2 >= n - 3)) \
+                or not raw.strip(b"\x00\r"):
+            # every other byte NUL: text saved as UTF-16 (Windows' "Unicode"), not binary
+            return None, "UTF-16 text (a NUL byte between characters), not a UTF-8 JSON line: save the file as UTF-8"
         return None, "binary data (NUL byte), not a JSON line"
     try:
         value = orjson.loads(raw)
@@ -421,7 +426,9 @@ def iter_items(
                 return
             body = raw.rstrip(b"\r\n") if complete else raw.rstrip(b"\r")
             at = start
-            if line_no == 1 and body.startswith(BOM):
+            if body[:1] == b"\xef" and body.startswith(BOM):
+                # at the start of the file, and of a line where two files that each began
+                # with one were joined (`cat a.jsonl b.jsonl`): it was "not valid UTF-8"
                 body = body[len(BOM):]
                 at += len(BOM)
             # A record starts with "{": only other lines need the copy strip() makes.

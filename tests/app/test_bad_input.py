@@ -153,6 +153,9 @@ CASES: list[Case] = [
     Case("empty_file", "empty.jsonl", lambda: b"", warnings=[(None, "empty file: no records")]),
     Case("bom_crlf", "bom.jsonl", lambda: b"\xef\xbb\xbf" + lines(start("b"), step("b", 0), step("b", 1), end("b"), eol=b"\r\n"),
          runs={"b": [0, 1]}),
+    # two files that each began with a byte-order mark, joined: the second mark is mid-file
+    Case("bom_joined", "joined.jsonl", lambda: b"\xef\xbb\xbf" + lines(start("j1"), step("j1", 0)) + b"\xef\xbb\xbf"
+         + lines(start("j2"), step("j2", 0)), runs={"j1": [0], "j2": [0]}),
     Case("gzip", "good.jsonl.gz", lambda: _gzip(lines(start("g"), step("g", 0), step("g", 1), end("g"))), runs={"g": [0, 1]}),
     Case("gzip_truncated", "cut.jsonl.gz", _truncated_gzip,
          errors=[(4, "cannot decompress: Compressed file ended before the end-of-stream marker was reached")],
@@ -170,6 +173,10 @@ CASES: list[Case] = [
          error_labels=["zbomb.zip/b-huge.jsonl"], runs={"zb": [0]}),
     Case("binary_named_jsonl", "binary.jsonl", lambda: bytes(range(256)) * 40,
          errors=[(1, "binary data (NUL byte), not a JSON line")], first_error_only=True),
+    # Windows' "Unicode" is UTF-16: every other byte NUL, said as such (it read "binary data")
+    Case("utf16", "utf16.jsonl", lambda: lines(start("u"), step("u", 0)).decode().encode("utf-16"),
+         errors=[(1, "UTF-16 text (a NUL byte between characters), not a UTF-8 JSON line: save the file as UTF-8")],
+         first_error_only=True),
     Case("two_run_starts", "twostarts.jsonl",
          lambda: lines(start("d", objective="first"), step("d", 0), start("d", objective="second")),
          warnings=[(3, "second run_start for this run with different content: ignored, the first one received is kept")],
