@@ -43,3 +43,16 @@ def test_a_nul_in_the_search_finds_nothing(live_server, page, ingest, tmp_path):
     until(page, "new URLSearchParams(location.search).get('q') === '\\u0000e'")
     until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 0")
     assert page.errors == []
+
+
+def test_a_pasted_query_longer_than_the_board_takes_is_cut_to_it_not_refused(live_server, page, ingest, tmp_path):
+    # the board takes 500 characters; the box let 600 through and the list answered a bare 400
+    assert ingest(write_jsonl(tmp_path / "t.jsonl", [
+        {"type": "run_start", "run_id": "one", "objective": "anything"},
+        {"type": "run_end", "run_id": "one", "status": "completed", "stop_reason": "final"}])).ok
+    page.goto(live_server.url + "/runs")
+    page.fill("#q", "x" * 600)
+    until(page, "(new URLSearchParams(location.search).get('q') || '').length === 500")
+    until(page, "document.querySelector('#runs-results, table.runs') !== null")
+    assert page.locator("#q").input_value() == "x" * 500
+    assert page.errors == []
