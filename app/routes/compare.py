@@ -145,6 +145,8 @@ def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min
         if b is None:
             raise BoardError("this run has no twin in another variant of its experiment: give b=RUN_ID", status=404,
                              details={"pair_with": a})
+    if b == a:
+        raise BoardError("that is the same run twice: give b another run's id", status=400, details={"pair_with": a})
     side_a, full_a, steps_a, total_a = _side(session, a)
     side_b, _full_b, steps_b, total_b = _side(session, b)
     early = side_a.get("early_stop")

@@ -297,6 +297,8 @@ def test_pair_without_b_finds_the_twin(client, experiment):
     assert data["b"]["run"]["run_id"] == "e-t4-0"
     assert client.get("/api/pair", params={"a": "s-t5-0"}).status_code == 404
     assert client.get("/api/pair", params={"a": "nope", "b": "e-t4-0"}).status_code == 404
+    same = client.get("/api/pair", params={"a": "s-t4-0", "b": "s-t4-0"})
+    assert (same.status_code, same.json()["error"]) == (400, "that is the same run twice: give b another run's id")
 
 
 def test_one_variant_named_compares_it_with_the_experiments_other_variant(client, ingest, tmp_path):

@@ -166,3 +166,9 @@ def test_compare_with_from_a_run_without_a_twin_asks_for_the_other_run(live_serv
     page.locator("#pair-with").get_by_role("button", name="side by side").click()
     page.wait_for_url("**/pair?a=lonely&b=other")
     assert "other" in page.locator(".pair-side").nth(1).inner_text()
+    # the run beside itself is no comparison: the same form asks for another run
+    page.goto(live_server.url + "/pair?a=lonely&b=lonely")
+    assert "the same run twice" in page.locator(".error-message").inner_text()
+    page.locator("#pair-with input[name=b]").fill("alone")
+    page.locator("#pair-with").get_by_role("button", name="side by side").click()
+    page.wait_for_url("**/pair?a=lonely&b=alone")
