@@ -285,3 +285,12 @@ def test_compare_with_long_variant_names_stop_reasons_and_metadata_keys_fits_the
     box = page.locator("table.confusion").evaluate("t => t.parentElement.getBoundingClientRect().right")
     assert cell["x"] + cell["width"] <= width or box <= width
     assert page.errors == []
+
+
+@pytest.mark.parametrize("width", [320, 375])
+def test_the_upload_page_fits_small_phones(live_server, page, width):
+    # the file picker's label was 7 px wider than a 375 px screen
+    page.set_viewport_size({"width": width, "height": 700})
+    page.goto(live_server.url + "/upload")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.locator("#files").bounding_box()["x"] + page.locator("#files").bounding_box()["width"] <= width
