@@ -131,6 +131,7 @@
     window.location.assign(url.toString());
   }
   var pendingAfter = null;   // j pressed on the last loaded step: select the next one once loaded
+  var pendingMoves = 0;      // ... and how many times: each press while the block loads counts
   function go(delta) {
     var list = steps();
     if (!list.length) return;
@@ -138,7 +139,9 @@
     if (delta > 0 && i >= list.length - 1) {
       var more = document.querySelector("#steps .more-steps");
       if (more) {
-        pendingAfter = list[list.length - 1].dataset.step;
+        var last = list[list.length - 1].dataset.step;
+        pendingMoves = pendingAfter === last ? pendingMoves + 1 : 1;
+        pendingAfter = last;
         // Its "revealed" trigger loads the next block (already on its way if it is in view).
         more.scrollIntoView({ block: "end" });
       } else {
@@ -156,7 +159,10 @@
     if (pendingAfter === null) return;
     var list = steps();
     for (var i = 0; i < list.length; i++) {
-      if (list[i].dataset.step === pendingAfter && i + 1 < list.length) { pendingAfter = null; select(list[i + 1]); return; }
+      if (list[i].dataset.step === pendingAfter && i + 1 < list.length) {
+        var to = Math.min(list.length - 1, i + pendingMoves);
+        pendingAfter = null; pendingMoves = 0; select(list[to]); return;
+      }
     }
   });
   document.addEventListener("keydown", function (ev) {

@@ -103,6 +103,29 @@ def test_j_on_the_last_loaded_step_loads_the_next_block(live_server, page, inges
     assert page.errors == []
 
 
+def test_each_j_pressed_while_the_next_block_loads_counts(live_server, page, ingest, tmp_path):
+    # presses while the block loaded all named the same target: 40 presses landed on step 37
+    assert ingest(write_jsonl(tmp_path / "long.jsonl", run_records("long", steps=60))).ok
+    held = []
+    page.route("**/runs/long/steps?**", lambda route: held.append(route))   # the next block waits
+    page.goto(live_server.url + "/runs/long")
+    last = page.locator("article.step").last.get_attribute("id")     # the first block's last step
+    page.locator(f"#{last} a.step-link").click()                   # selected in place
+    until(page, f"!!document.querySelector('#{last}.current')")
+    for _ in range(4):
+        page.keyboard.press("j")
+    page.wait_for_timeout(200)
+    assert held and current(page) == last                        # still loading: nothing moved yet
+    for route in held:
+        route.continue_()
+    page.unroute("**/runs/long/steps?**")
+    target = f"step-{int(last.split('-')[1]) + 4}"
+    until(page, f"!!document.querySelector('#{target}.current')")
+    page.wait_for_timeout(300)
+    assert current(page) == target
+    assert page.errors == []
+
+
 def location_hash(page) -> str:
     return page.evaluate("location.hash")
 
