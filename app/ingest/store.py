@@ -98,6 +98,30 @@ _SEEN_FIRST = (update(RUNS).where(RUNS.c.id == bindparam("pk"), RUNS.c.last_seen
                .values(last_seen_at=_SEEN))
 
 
+
+#: run_end figures that cannot be below 0: a negative one is shown as written, and said.
+_NON_NEGATIVE = ("elapsed_s", "agent_elapsed_s", "cost_usd", "agent_cost_usd", "steps", "tool_calls")
+
+
+def _odd_totals(rec: dict[str, Any]) -> list[str]:
+    """Warnings about a run_end's figures no run can have: a negative time, cost, count or
+    token total, a score outside [0, 1] (each is shown as written: the producer's word)."""
+    out = []
+    for key in _NON_NEGATIVE:
+        value = _num(rec.get(key))
+        if value is not None and value < 0:
+            out.append(f"run_end: negative {key} ({value:g}); shown as written")
+    tokens = rec.get("tokens")
+    if isinstance(tokens, dict):
+        for key in ("input", "output", "total"):
+            value = _num(tokens.get(key))
+            if value is not None and value < 0:
+                out.append(f"run_end: negative tokens.{key} ({value:g}); shown as written")
+    score = _num(rec.get("score"))
+    if score is not None and not 0 <= score <= 1:
+        out.append(f"run_end: score {score:g} is outside [0, 1]; shown as written")
+    return out
+
 def _by_runs(conn: Connection, stmt: Any, pks: Iterable[int]) -> list[Any]:
     """The rows `stmt` reads for these runs (`pks` bound 500 at a time)."""
     keys = list(dict.fromkeys(pks))
@@ -418,10 +442,8 @@ class Applier:
             if ts is not None and parse_ts(ts) is None:
                 warnings.append((label, line, f"{rec['type']}: ts {str(ts)[:60]!r} is not an RFC 3339 time; "
                                               "the run's times are shown without it", rec["run_id"]))
-            elapsed = _num(rec.get("elapsed_s"))
-            if elapsed is not None and elapsed < 0:
-                warnings.append((label, line, f"run_end: negative elapsed_s ({elapsed:g}); shown as written",
-                                 rec["run_id"]))
+            if rec["type"] == "run_end":
+                warnings.extend((label, line, message, rec["run_id"]) for message in _odd_totals(rec))
         if batch.starts:
             self._write_starts(conn, batch, source_format, replacing)
         if batch.ends:

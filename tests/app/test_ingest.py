@@ -490,6 +490,22 @@ def test_bad_timestamps_and_negative_elapsed_are_flagged(ingest, engine, tmp_pat
         (2, "run_end: negative elapsed_s (-10); shown as written")]
 
 
+def test_run_end_figures_no_run_can_have_are_said_and_shown_as_written(ingest, engine, tmp_path):
+    # "$-3.5000", "tool calls -1", "tokens -2", a score of 7.5: shown as the producer wrote
+    # them, as a negative elapsed_s already was, but each said (found by a browser audit)
+    path = write_jsonl(tmp_path / "t.jsonl", [start("n"), end("n", cost_usd=-3.5, tool_calls=-1, steps=-2, score=7.5,
+                                                                 tokens={"input": -1, "output": -1, "total": -2})])
+    report = ingest(path)
+    assert report.ok
+    assert [w.message for w in report.warnings] == [
+        "run_end: negative cost_usd (-3.5); shown as written", "run_end: negative steps (-2); shown as written",
+        "run_end: negative tool_calls (-1); shown as written", "run_end: negative tokens.input (-1); shown as written",
+        "run_end: negative tokens.output (-1); shown as written", "run_end: negative tokens.total (-2); shown as written",
+        "run_end: score 7.5 is outside [0, 1]; shown as written"]
+    assert run_row(engine, "n")["cost_usd"] == -3.5
+    assert len(orjson.loads(run_row(engine, "n")["warnings"])) == 7   # on the run page too
+
+
 @pytest.mark.parametrize("status", ["completed", "failed", "error"])
 def test_qitos_manifest_that_ended_without_a_summary_is_finished(ingest, engine, qitos_runs, tmp_path, status):
     dst = tmp_path / "nosummary"
