@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import orjson
-from sqlalchemy import Boolean, and_, case, exists, func, select
+from sqlalchemy import Boolean, and_, case, exists, func, literal, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement
 from sqlmodel import Session
@@ -97,6 +97,27 @@ def superseded() -> Any:
         order_by=(case((RUNS.c.started_at.is_(None), 1), else_=0), RUNS.c.started_at.desc(), RUNS.c.id.desc()))
     ranked = select(RUNS.c.id, order.label("recency")).where(RUNS.c.experiment.is_not(None)).subquery()
     return select(ranked.c.id).where(ranked.c.recency > 1)
+
+
+#: How many set-aside run ids the overview names in its statements; past that it uses the
+#: window query itself in each (correct, but it is evaluated once per statement).
+SUPERSEDED_IDS_MAX = 5000
+
+
+def superseded_ids(session: Session) -> Any:
+    """The runs `superseded` names, as cheaply as the store allows: [] when no task and
+    replicate of an experiment's variant has two runs (one grouping, the usual case), else
+    their ids, or the statement itself past SUPERSEDED_IDS_MAX (the window query took ~0.3 s
+    per statement at 100,000 runs, and the overview has six)."""
+    task = func.nullif(RUNS.c.task_id, "")  # a run without a task is keyed by its own id: never twice
+    twice = session.execute(
+        select(literal(1)).where(RUNS.c.experiment.is_not(None), task.is_not(None))
+        .group_by(RUNS.c.experiment, RUNS.c.variant, task, func.coalesce(RUNS.c.replicate, 0))
+        .having(func.count() > 1).limit(1)).first()
+    if twice is None:
+        return []
+    ids = session.execute(superseded().limit(SUPERSEDED_IDS_MAX + 1)).scalars().all()
+    return list(ids) if len(ids) <= SUPERSEDED_IDS_MAX else superseded()
 
 
 def rows_of(session: Session, stmt: Any) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 from urllib.parse import urlencode
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, case, func, select, true
 from sqlmodel import Session
 
 from .. import compare, failures, overview
@@ -37,11 +37,11 @@ def _overview(session: Session) -> dict[str, Any]:
     activity = func.max(func.coalesce(RUNS.c.ended_at, RUNS.c.started_at))
     # The runs compare pairs: of one task and replicate, the latest (an experiment run
     # twice is two attempts at the same pairs, not replicates); the others are counted apart.
-    older = comparison.superseded()
-    kept = RUNS.c.id.not_in(older)
+    older = comparison.superseded_ids(session)
+    kept = RUNS.c.id.not_in(older) if not isinstance(older, list) or older else true()
     set_aside = {(e, v): int(n) for e, v, n in session.execute(
         select(RUNS.c.experiment, RUNS.c.variant, func.count()).where(RUNS.c.id.in_(older))
-        .group_by(RUNS.c.experiment, RUNS.c.variant))}
+        .group_by(RUNS.c.experiment, RUNS.c.variant))} if not isinstance(older, list) or older else {}
     rows = session.execute(
         select(RUNS.c.experiment, RUNS.c.variant, func.count(),
                _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "fail"), _count(RUNS.c.verdict == "error"),

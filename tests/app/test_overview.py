@@ -223,7 +223,12 @@ def test_variants_whose_finished_runs_are_not_graded_say_so_not_yet(tmp_path, in
     assert "pass rate (no run here is graded: none has a pass, fail or error)" in labels
 
 
-def test_an_experiment_run_again_counts_the_latest_run_of_each_task_as_compare_pairs_it(tmp_path, ingest, client):
+@pytest.mark.parametrize("named", [5000, 1])   # the set-aside ids named, or the window query in each statement
+def test_an_experiment_run_again_counts_the_latest_run_of_each_task_as_compare_pairs_it(tmp_path, ingest, client,
+                                                                                          monkeypatch, named):
+    from qita_board.queries import comparison
+
+    monkeypatch.setattr(comparison, "SUPERSEDED_IDS_MAX", named)
     # Day 1: smoke t1 pass, t2 pass; e2e t1 pass, t2 fail. Day 2 (later start) runs e2e again:
     # t1 fail, t2 fail. Two attempts at the same (task, replicate), not replicates: compare
     # keeps day 2's e2e runs, and so does the overview: e2e 0 of 2 (not 1 of 4), with the two
