@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import orjson
@@ -160,7 +161,11 @@ def nul_safe(value: Any) -> Any:
         return _nul_scrubbed(value)
     except RecursionError:
         # deeper than Python's stack (ingest reads 1024 levels): scrubbed as JSON text
-        return orjson.loads(dumps_deep(value).replace("\\u0000", "\\ufffd"))
+        # only an escape, not the text "\u0000" (written "\\u0000": an odd run of backslashes)
+        return orjson.loads(_NUL_ESCAPE.sub(r"\1\\ufffd", dumps_deep(value)))
+
+
+_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
 def _nul_scrubbed(value: Any) -> Any:

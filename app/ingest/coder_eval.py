@@ -1016,7 +1016,7 @@ class _Context:
                 h.update(name.encode() + b"\0" + (data if data is not None else (err or "").encode()) + b"\0")
                 doc, bad = parse_json_document(data) if data is not None else (None, err)
                 if bad is None and data is not None and not isinstance(doc, dict):
-                    bad = f"not a JSON object (a {_kind(doc)})"
+                    bad = f"not a JSON object ({_kind(doc)})"
                 if bad is not None:
                     ctx["unread"][name] = bad
                 docs[name] = _dict(doc)
@@ -1049,7 +1049,7 @@ _UNREAD_COST = {
 
 
 def _kind(value: Any) -> str:
-    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+    return {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(type(value), "null")
 
 
 def _unread_sources(root: str, ctx: dict[str, Any], folder: str, label: str, key_prefix: Optional[str]

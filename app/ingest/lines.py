@@ -139,8 +139,9 @@ def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """Parse one line (without its newline) into a dict, or say why it is not a record."""
     if b"\x00" in raw:
         n = len(raw)
-        if (n >= 4 and (raw[1::2].count(0) * 2 >= n - 3 or raw[0::2].count(0) * 2 >= n - 3)) \
-                or not raw.strip(b"\x00\r"):
+        printable = raw.strip(b"\x00\r")  # none at all: a file's NUL-filled tail (an unclean shutdown)
+        if (n >= 4 and printable and (raw[1::2].count(0) * 2 >= n - 3 or raw[0::2].count(0) * 2 >= n - 3)) \
+                or (n < 4 and not printable):  # what UTF-16's last newline leaves
             # every other byte NUL: text saved as UTF-16 (Windows' "Unicode"), not binary
             return None, "UTF-16 text (a NUL byte between characters), not a UTF-8 JSON line: save the file as UTF-8"
         return None, "binary data (NUL byte), not a JSON line"

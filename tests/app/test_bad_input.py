@@ -344,3 +344,11 @@ def test_values_nested_as_deep_as_ingest_reads_are_stored_in_every_record_type(t
         # the unknown record, criterion details, failure report
         assert len(exported) == 6 and sum(line.count(b'{"k":') for line in exported) == 7 * (depth - 1)
         assert client.get("/runs/deep").status_code == 200
+
+
+def test_a_line_of_nul_bytes_alone_is_binary_not_utf16():
+    # a log's NUL-filled tail after an unclean shutdown is no UTF-16 text (found in review)
+    from qita_board.ingest.lines import parse_line
+
+    assert parse_line(b"\x00" * 4096) == (None, "binary data (NUL byte), not a JSON line")
+    assert parse_line('{"a": 1}'.encode("utf-16-le"))[1].startswith("UTF-16 text")

@@ -60,3 +60,24 @@ def test_the_engines_write_json_columns_with_column_text(tmp_path):
                                                                                   '[1180591620717411303424]']
         assert conn.execute(select(t.c.v).order_by(t.c.id)).scalars().all() == [{"a": [1, 2], "b": "x"}, [2**70]]
     engine.dispose()
+
+
+def test_scrubbing_a_value_deeper_than_pythons_stack_changes_only_real_nuls():
+    # past ~1,000 levels the scrub works on the JSON text: the text "\u0000" (a backslash and
+    # five characters, written "\\u0000") was rewritten too (found in review)
+    from qita_board.jsontext import nul_safe
+
+    def nest(leaf):
+        value = leaf
+        for _ in range(1010):
+            value = {"k": value}
+        return value
+
+    def leaf(value):
+        while isinstance(value, dict):
+            value = value["k"]
+        return value
+
+    assert leaf(nul_safe(nest("literal \\u0000 text"))) == "literal \\u0000 text"
+    assert leaf(nul_safe(nest("real \x00 nul"))) == "real \ufffd nul"
+    assert leaf(nul_safe(nest("both \\\x00 x"))) == "both \\\ufffd x"

@@ -256,5 +256,5 @@ def test_counts_of_one_read_in_the_singular(live_server, page, tmp_path):
     page.goto(live_server.url + "/compare?experiment=one&a=smoke&b=e2e")
     assert page.locator("section:has(table.confusion) h2 .muted").inner_text().startswith("1 graded pair (1 task)")
     page.goto(live_server.url + "/pair?a=smoke-1&b=e2e-1")
-    assert page.locator(".pair-side p.muted").first.inner_text().startswith("1 step · 1 tool call · ")
+    assert page.locator(".pair-side p.muted").first.inner_text().startswith("1 step · 1 tool call · tokens unknown · ")
     assert page.errors == []
