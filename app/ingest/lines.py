@@ -140,9 +140,12 @@ def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     if b"\x00" in raw:
         n = len(raw)
         printable = raw.strip(b"\x00\r")  # none at all: a file's NUL-filled tail (an unclean shutdown)
-        if (n >= 4 and printable and (raw[1::2].count(0) * 2 >= n - 3 or raw[0::2].count(0) * 2 >= n - 3)) \
-                or (n < 4 and not printable):  # what UTF-16's last newline leaves
-            # every other byte NUL: text saved as UTF-16 (Windows' "Unicode"), not binary
+        odd, even = raw[1::2].count(0), raw[0::2].count(0)
+        if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (n < 4 and not printable) or (
+                printable and max(odd, even) * 4 >= n and min(odd, even) * 20 <= n):
+            # NULs on one side of the byte pairs only: text saved as UTF-16 (Windows'
+            # "Unicode"), not binary; most of them, where the text is not all Latin letters.
+            # A line of NULs alone is what UTF-16's last newline leaves, when short.
             return None, "UTF-16 text (a NUL byte between characters), not a UTF-8 JSON line: save the file as UTF-8"
         return None, "binary data (NUL byte), not a JSON line"
     try:

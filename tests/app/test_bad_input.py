@@ -352,3 +352,6 @@ def test_a_line_of_nul_bytes_alone_is_binary_not_utf16():
 
     assert parse_line(b"\x00" * 4096) == (None, "binary data (NUL byte), not a JSON line")
     assert parse_line('{"a": 1}'.encode("utf-16-le"))[1].startswith("UTF-16 text")
+    # text that is not all Latin letters has fewer NULs, all on one side of the pairs
+    assert parse_line('{"objective": "修复测试 — résumé ok"}'.encode("utf-16-le"))[1].startswith("UTF-16 text")
+    assert parse_line(bytes(range(256)) * 40) == (None, "binary data (NUL byte), not a JSON line")
