@@ -184,6 +184,11 @@ class Writer:
     def get(self, job_id: int) -> Optional[Job]:
         return self._jobs.get(job_id)
 
+    def upload(self, job_id: int) -> Optional[Job]:
+        """Job `job_id` if it is an upload's (the pages and buttons of uploads show no other)."""
+        job = self._jobs.get(job_id)
+        return job if job is not None and job.is_upload else None
+
     def cancel(self, job_id: int) -> Optional[Job]:
         """Cancel a queued job at once, a running one at its next check; a finished one stays as it is."""
         with self._lock:

@@ -98,7 +98,6 @@ _SEEN_FIRST = (update(RUNS).where(RUNS.c.id == bindparam("pk"), RUNS.c.last_seen
                .values(last_seen_at=_SEEN))
 
 
-
 #: run_end figures that cannot be below 0: a negative one is shown as written, and said.
 _NON_NEGATIVE = ("elapsed_s", "agent_elapsed_s", "cost_usd", "agent_cost_usd", "steps", "tool_calls")
 
@@ -121,6 +120,7 @@ def _odd_totals(rec: dict[str, Any]) -> list[str]:
     if score is not None and not 0 <= score <= 1:
         out.append(f"run_end: score {score:g} is outside [0, 1]; shown as written")
     return out
+
 
 def _by_runs(conn: Connection, stmt: Any, pks: Iterable[int]) -> list[Any]:
     """The rows `stmt` reads for these runs (`pks` bound 500 at a time)."""

@@ -105,7 +105,7 @@ SUPERSEDED_IDS_MAX = 5000
 
 
 def superseded_ids(session: Session) -> Any:
-    """The runs `superseded` names, as cheaply as the store allows: [] when no task and
+    """The runs `superseded` names, as cheaply as the store allows: None when no task and
     replicate of an experiment's variant has two runs (one grouping, the usual case), else
     their ids, or the statement itself past SUPERSEDED_IDS_MAX (the window query took ~0.3 s
     per statement at 100,000 runs, and the overview has six)."""
@@ -115,7 +115,7 @@ def superseded_ids(session: Session) -> Any:
         .group_by(RUNS.c.experiment, RUNS.c.variant, task, func.coalesce(RUNS.c.replicate, 0))
         .having(func.count() > 1).limit(1)).first()
     if twice is None:
-        return []
+        return None
     ids = session.execute(superseded().limit(SUPERSEDED_IDS_MAX + 1)).scalars().all()
     return list(ids) if len(ids) <= SUPERSEDED_IDS_MAX else superseded()
 

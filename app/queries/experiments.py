@@ -38,10 +38,10 @@ def _overview(session: Session) -> dict[str, Any]:
     # The runs compare pairs: of one task and replicate, the latest (an experiment run
     # twice is two attempts at the same pairs, not replicates); the others are counted apart.
     older = comparison.superseded_ids(session)
-    kept = RUNS.c.id.not_in(older) if not isinstance(older, list) or older else true()
-    set_aside = {(e, v): int(n) for e, v, n in session.execute(
+    kept = true() if older is None else RUNS.c.id.not_in(older)
+    set_aside = {} if older is None else {(e, v): int(n) for e, v, n in session.execute(
         select(RUNS.c.experiment, RUNS.c.variant, func.count()).where(RUNS.c.id.in_(older))
-        .group_by(RUNS.c.experiment, RUNS.c.variant))} if not isinstance(older, list) or older else {}
+        .group_by(RUNS.c.experiment, RUNS.c.variant))}
     rows = session.execute(
         select(RUNS.c.experiment, RUNS.c.variant, func.count(),
                _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "fail"), _count(RUNS.c.verdict == "error"),

@@ -92,8 +92,8 @@ async def upload_form(request: Request) -> Any:
 @router.get("/upload/jobs/{job_id}", include_in_schema=False)
 def upload_job(request: Request, job_id: int) -> Any:
     """An upload's progress, then its result."""
-    job = request.app.state.writer.get(job_id)
-    if job is None or not job.is_upload:
+    job = request.app.state.writer.upload(job_id)
+    if job is None:
         raise BoardError("no such upload (results are kept for a while only)", status=404)
     return respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")
 
@@ -101,8 +101,7 @@ def upload_job(request: Request, job_id: int) -> Any:
 @router.post("/upload/jobs/{job_id}/cancel", include_in_schema=False)
 def upload_cancel(request: Request, job_id: int) -> Any:
     """The component's Cancel button."""
-    found = request.app.state.writer.get(job_id)
-    job = request.app.state.writer.cancel(job_id) if found is not None and found.is_upload else None
+    job = request.app.state.writer.cancel(job_id) if request.app.state.writer.upload(job_id) else None
     if job is None:
         raise BoardError("no such upload (results are kept for a while only)", status=404)
     return respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")
