@@ -13,6 +13,7 @@ import orjson
 
 from .errors import BoardError
 from .settings import LOOPBACK_HOSTS, Settings
+from .words import plural
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 #: Seconds open requests get to finish once `qita board` is told to stop.
@@ -145,8 +146,8 @@ def _print_report(report: Any, as_json: bool) -> None:
         for issue in report.warnings:
             click.echo(f"warning: {issue}", err=True)
         click.echo(
-            f"{report.records} records from {report.files} files: {len(report.run_ids)} runs "
-            f"({len(report.created)} new), {len(report.errors)} rejected"
+            f"{plural(report.records, 'record')} from {plural(report.files, 'file')}: "
+            f"{plural(len(report.run_ids), 'run')} ({len(report.created)} new), {len(report.errors)} rejected"
         )
 
 
@@ -277,7 +278,6 @@ def compare(experiment: Optional[str], a: Optional[str], b: Optional[str], a_tag
     from .db import open_database
     from .queries import comparison
     from .secrets import Masker
-    from .words import plural
 
     if sum((as_json, as_md, as_csv)) > 1:
         raise click.UsageError("choose one of --json, --md and --csv")
@@ -407,7 +407,6 @@ def whatif(experiment: Optional[str], variant: Optional[str], tag: Optional[str]
 
 def _print_whatif(data: dict[str, Any]) -> None:
     from .compare import MEASURES
-    from .words import plural
 
     s = data["summary"]
     fp, ff = s["false_passes"], s["false_fails"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterator, Optional
@@ -21,6 +22,24 @@ from qita.format import INT32_MAX, LIVE_VERDICTS, RECORD_MODELS, TOKENS_MAX
 BOM = b"\xef\xbb\xbf"
 #: Blank bytes skipped in one go before the reader yields (see iter_items).
 BLANK_RUN_BYTES = 16 * 1024 * 1024
+
+#: A carriage return not followed by a newline: the line ending of classic Mac OS, which
+#: makes a whole file one line to a JSON Lines reader (looked for on rejected lines only).
+_BARE_CR = re.compile(rb"\r(?!\n)")
+_CR_HINT = "its lines end in a carriage return alone (CR): JSON Lines ends each record with a newline (LF or CRLF); "
+
+
+def _ends_in_cr(line: bytes) -> bool:
+    """Whether a rejected line is records joined by lone carriage returns: one comes before
+    the line's end and what stands before it is a JSON object (a CR inside a record is
+    only whitespace to JSON, and such a line's error is its own)."""
+    cr = _BARE_CR.search(line, 0, len(line) - 1)
+    if cr is None:
+        return False
+    try:
+        return isinstance(orjson.loads(line[:cr.start()]), dict)
+    except orjson.JSONDecodeError:
+        return False
 #: Most bad lines reported per file; the rest are counted in one closing message.
 MAX_ERRORS_PER_FILE = 1000
 
@@ -423,6 +442,8 @@ def iter_items(
                 if chunk.endswith(b"\n"):
                     break
             item = Item(line=line_no, end=offset, error=f"line longer than the maximum of {max_line_bytes} bytes")
+            if _ends_in_cr(raw):
+                item.error = _CR_HINT + item.error
         else:
             if not complete and not final:
                 # The writer has not finished this line yet: leave it for the next pass.
@@ -498,10 +519,12 @@ def iter_items(
                                warnings=item_warnings if (item_warnings and i == 0) else None,
                                more=i < len(records) - 1, at=at)
                 continue
-            item = Item(line=line_no, end=offset, error=err)
+            cr_only = err.startswith("invalid JSON") and _ends_in_cr(body)
+            item = Item(line=line_no, end=offset, error=_CR_HINT + err if cr_only else err)
             if not complete:
                 # Reported, but not consumed: if the file grows, the line is read again.
-                item.error = f"truncated last line (no newline at end of file): {err}"
+                if not cr_only:
+                    item.error = f"truncated last line (no newline at end of file): {err}"
                 item.end = start
                 item.pending = True
         errors += 1

@@ -111,6 +111,20 @@ CASES: list[Case] = [
          errors=[(3, "truncated last line (no newline at end of file): invalid JSON: unexpected end of data: "
                      "line 1 column 32 (char 31)")],
          runs={"t": [0]}),
+    # Classic Mac OS line endings: the whole file is one line to a JSON Lines reader, and the
+    # error says why instead of only "truncated" (orjson reads the CR as whitespace and stops
+    # at the second record's brace, one byte after the first record).
+    Case("cr_only_line_endings", "mac.jsonl",
+         lambda: lines(start("cr"), step("cr", 0), eol=b"\r"),
+         errors=[(1, "its lines end in a carriage return alone (CR): JSON Lines ends each record with a newline "
+                     "(LF or CRLF); invalid JSON: unexpected content after document: "
+                     f"line 1 column {len(start('cr')) + 2} (char {len(start('cr')) + 1})")]),
+    # A CR inside a line is whitespace to JSON: no hint when the line is read.
+    Case("cr_inside_a_good_line", "crin.jsonl",
+         lambda: lines(start("ci"), b'{"type":"step",\r"run_id":"ci","step":0}', b'{"type":"step",\r"run_id":"ci"}',
+                       b'{"type":"step",\r"run_id":"ci",}'),
+         errors=[(3, "missing field 'step'"),
+                 (4, "invalid JSON: trailing comma is not allowed: line 1 column 30 (char 29)")], runs={"ci": [0]}),
     Case("invalid_utf8", "utf8.jsonl",
          lambda: lines(start("u"), b'{"type":"step","run_id":"u","step":0,"observation":"\xff\xfe"}', step("u", 1)),
          errors=[(2, "line is not valid UTF-8")], runs={"u": [1]}),
@@ -305,7 +319,7 @@ def test_cli_text_output_names_file_and_line(tmp_path: Path):
     assert proc.stderr.splitlines()[:3] == ["missing.jsonl:2: missing field 'type'",
                                             "missing.jsonl:3: missing field 'run_id'",
                                             "missing.jsonl:4: missing field 'step'"]
-    assert proc.stdout.strip() == "2 records from 1 files: 1 runs (1 new), 3 rejected"
+    assert proc.stdout.strip() == "2 records from 1 file: 1 run (1 new), 3 rejected"
 
 
 def _nested(depth: int) -> bytes:
@@ -335,7 +349,7 @@ def test_values_nested_as_deep_as_ingest_reads_are_stored_in_every_record_type(t
     result = subprocess.run([sys.executable, "-m", "qita_board.cli", "ingest", str(path), "--db", str(db)],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "8 records from 1 files: 2 runs (2 new), 0 rejected" in result.stdout + result.stderr
+    assert "8 records from 1 file: 2 runs (2 new), 0 rejected" in result.stdout + result.stderr
     with TestClient(create_app(Settings(db=str(db))), base_url="http://127.0.0.1") as client:
         run = orjson.loads(client.get("/api/runs/deep").content)   # json.loads runs out of stack
         assert run["run"]["verdict"] == "pass"

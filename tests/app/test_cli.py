@@ -46,7 +46,7 @@ def test_bad_lines_exit_1_name_each_line_and_keep_the_rest(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert lines[0].startswith(f"{path}:2: invalid JSON")
     assert lines[1] == f"{path}:4: not a JSON object (got an array)"
-    assert "2 records from 1 files: 1 runs (1 new), 2 rejected" in r.stdout
+    assert "2 records from 1 file: 1 run (1 new), 2 rejected" in r.stdout
     js = orjson.loads(qita("ingest", str(path), "--db", str(tmp_path / "other.db"), "--json").stdout)
     assert [(e["line"], e["file"]) for e in js["errors"]] == [(2, str(path)), (4, str(path))]
 
