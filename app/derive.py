@@ -267,7 +267,9 @@ def derived(run: Any, totals: tuple, tool_calls: Optional[int], *, early_stopped
     has_end = bool(run["has_end"])
 
     steps = _end_int(end, "steps")
-    steps = max(steps, n_steps or 0) if steps is not None else (n_steps or 0)
+    # the producer's own count when it gives one (docs/trace-format.md: totals): coder_eval's
+    # total_assistant_turns is the figure its report shows, whatever its transcript holds
+    steps = (n_steps or 0) if steps is None else steps
     tokens_input = _tok(end, "input") if _tok(end, "input") is not None else t_in
     tokens_output = _tok(end, "output") if _tok(end, "output") is not None else t_out
     tokens_total = _tok(end, "total")

@@ -721,7 +721,7 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
     records.append(end)
     if notes is not None and end["steps"] != len(steps):
         notes.append(f"task.json: total_assistant_turns is {end['steps']} but its transcript holds {len(steps)} "
-                     f"assistant turn(s); the run shows {max(end['steps'], len(steps))} steps")
+                     f"assistant turn(s); the run's step count is coder_eval's, {end['steps']}")
     return records
 
 

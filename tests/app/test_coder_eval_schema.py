@@ -297,7 +297,25 @@ def test_the_step_count_is_total_assistant_turns_and_a_transcript_that_disagrees
     report = ingest(tmp_path / "c")
     assert api_run(client, "c/v/counted/00")["run"]["steps"] == 4
     assert [w.message for w in report.warnings] == [
-        "task.json: total_assistant_turns is 4 but its transcript holds 1 assistant turn(s); the run shows 4 steps"]
+        "task.json: total_assistant_turns is 4 but its transcript holds 1 assistant turn(s); the run's step count "
+        "is coder_eval's, 4"]
+
+
+def test_a_transcript_with_more_turns_than_total_assistant_turns_keeps_coder_evals_count(ingest, client, tmp_path):
+    # Three assistant messages (an SDK that sent one reply's parts apart, say) against
+    # coder_eval's own total of 2: the run says 2 steps, as coder_eval's report does; the
+    # three messages stay readable as steps. It said 3 (the larger of the two).
+    msgs = [{"role": "assistant", "message_id": f"m{i}", "content_blocks": [{"type": "text", "text": f"part {i}"}]}
+            for i in range(3)]
+    it = {"iteration": 1, "user_input": "go", "agent_output": "x", "duration_seconds": 1.0, "messages": msgs,
+          "commands": [], "token_usage": PRICED}
+    write(tmp_path / "m", task("more", iterations=[it], total_assistant_turns=2))
+    report = ingest(tmp_path / "m")
+    assert api_run(client, "m/v/more/00")["run"]["steps"] == 2
+    assert len(steps_of(client, "m/v/more/00")) == 3
+    assert [w.message for w in report.warnings] == [
+        "task.json: total_assistant_turns is 2 but its transcript holds 3 assistant turn(s); the run's step count "
+        "is coder_eval's, 2"]
 
 
 def test_the_legacy_turns_key_is_read_as_iterations_for_the_agents_time(ingest, client, tmp_path):

@@ -469,6 +469,17 @@ def test_a_run_end_that_gives_its_token_total_as_null_has_unknown_tokens(ingest,
     assert totals == {"n": (None, None), "a": (100, 120), "z": (100, 120)}
 
 
+def test_the_step_count_is_the_run_ends_when_it_gives_one(ingest, engine, tmp_path):
+    # docs/trace-format.md, totals: the producer's count wins over the records read, fewer
+    # ("f") or more ("m") than it; without one the records are counted ("c"). It took the
+    # larger of the two, so a producer that counted 2 showed 3 (found against coder_eval).
+    recs = []
+    for rid, said in (("f", 2), ("m", 5), ("c", None)):
+        recs += [start(rid), *(step(rid, i) for i in range(3)), end(rid, **({"steps": said} if said is not None else {}))]
+    assert ingest(write_jsonl(tmp_path / "t.jsonl", recs)).ok
+    assert {r: run_row(engine, r)["steps"] for r in "fmc"} == {"f": 2, "m": 5, "c": 3}
+
+
 def test_a_quoted_integral_number_counts_where_an_integer_belongs(ingest, engine, tmp_path):
     # the model reads "100.0" as 100 without a warning; the store read it as nothing (found in review)
     path = write_jsonl(tmp_path / "t.jsonl", [start("q", replicate="1.0"),
