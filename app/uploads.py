@@ -207,6 +207,7 @@ def upload_result(report: IngestReport, received: Received) -> dict[str, Any]:
         "records": report.records,
         "runs_created": sorted(report.created),
         "runs_updated": sorted(report.run_ids - report.created),
+        "runs_unchanged": sorted(report.unchanged - report.run_ids),
         "rejected": [str(e) for e in errors],
         "errors": [e.to_json() for e in errors],
         # Same shape as `errors` (and the CLI's report): {file, line, message}.

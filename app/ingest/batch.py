@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Optional
 import orjson
 
 from .. import search_texts
-from .rows import CRITIC_ACTION_AT, CRITIC_REASON_AT, EVENT_RECORD_AT, STEP_RECORD_AT, event_row, parse_ts, step_row
+from .rows import CRITIC_ACTION_AT, CRITIC_REASON_AT, EVENT_DIGEST_AT, EVENT_RECORD_AT, STEP_RECORD_AT, event_row, parse_ts, step_row
 
 #: The record types applied field by field by the writer: they travel whole.
 WHOLE_TYPES = frozenset({"run_start", "run_end", "criterion", "early_stop"})
@@ -192,14 +192,17 @@ class ReadBatch:
             if rec["run_id"] in run_ids:
                 yield "other", i, rec, line
 
-    def drop(self, steps: set[tuple[str, int]], others: set[int]) -> None:
-        """Remove refused records; the search texts of runs that lost a step are built again
-        from the steps they kept, so a refused record is not searchable either."""
-        if not steps and not others:
+    def drop(self, steps: set[tuple[str, int]], others: set[int], events: frozenset[tuple[str, str]] = frozenset()) -> None:
+        """Remove refused records, and `events` (run id, digest) already stored; the search
+        texts of runs that lost a step are built again from the steps they kept, so a
+        refused record is not searchable either. A run left with nothing leaves the batch."""
+        if not steps and not others and not events:
             return
         for key in steps:
             del self.steps[key]
         self.others = [o for i, o in enumerate(self.others) if i not in others]
+        if events:
+            self.events = [e for e in self.events if (e[0], e[EVENT_DIGEST_AT]) not in events]
         for run_id in {k[0] for k in steps}:
             lines: dict[str, None] = {}
             for key, (row, critics, _line) in self.steps.items():
@@ -212,6 +215,9 @@ class ReadBatch:
                 self.docs.pop(run_id, None)
         kept = {k[0] for k in self.steps} | {row[0] for row in self.events} | {o[0]["run_id"] for o in self.others}
         self.runs = {rid: None for rid in self.runs if rid in kept}
+        # their stamps would move the runs' last-seen time, a write to a run given nothing
+        self.utc_text = {k: v for k, v in self.utc_text.items() if k[0] in kept}
+        self.parsed_ts = {k: v for k, v in self.parsed_ts.items() if k in kept}
 
 
 def _step_search_texts(rec: dict[str, Any], critics: list[tuple]) -> list[str]:

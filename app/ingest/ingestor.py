@@ -107,6 +107,8 @@ class _Applied:
     warnings: list["IngestIssue"] = field(default_factory=list)
     created: set[str] = field(default_factory=set)
     touched: dict[str, None] = field(default_factory=dict)
+    #: runs of another source the batches gave nothing (app.ingest.overwrite.Screened)
+    unchanged: set[str] = field(default_factory=set)
     docs: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -133,6 +135,9 @@ class IngestReport:
     records: int = 0
     run_ids: set[str] = field(default_factory=set)
     created: set[str] = field(default_factory=set)
+    #: runs begun by another source that this one read again without changing anything
+    #: (a file ingested from disk, then uploaded); a run changed by a later batch is not one
+    unchanged: set[str] = field(default_factory=set)
     errors: list[IngestIssue] = field(default_factory=list)
     warnings: list[IngestIssue] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -154,6 +159,7 @@ class IngestReport:
             "warnings": [w.to_json() for w in self.warnings],
             "runs_created": sorted(self.created),
             "runs_updated": sorted(self.run_ids - self.created),
+            "runs_unchanged": sorted(self.unchanged - self.run_ids),
             "nothing_found": list(self.empty),
         }
 
@@ -454,6 +460,7 @@ class Ingestor:
         self.records_done += done.records
         report.created |= done.created
         report.run_ids |= done.touched.keys()
+        report.unchanged |= done.unchanged
 
     def _apply(self, conn: Any, src: Source, batch: ReadBatch,
                run_warnings: Optional[dict[str, list[str]]], *, closed: bool, done: "_Applied") -> None:
@@ -469,9 +476,10 @@ class Ingestor:
                 src.reload.meet(conn, batch, origin=origin)
             # A reload emptied its runs already: there is nothing of theirs to compare.
             rewrite = src.rewrite and src.reload is None
-            screened, known, replacing = overwrite.screen(conn, batch, origin=origin, label=origin_label,
-                                                          rewrite=rewrite, reason=src.changed)
-            for rid, pk in known.items():
+            said = overwrite.screen(conn, batch, origin=origin, label=origin_label, rewrite=rewrite, reason=src.changed)
+            screened, replacing = said.warnings, said.replacing
+            done.unchanged |= said.unchanged
+            for rid, pk in said.known.items():
                 self.applier.remember_run(rid, pk)
         if screened:
             by_run_screened: dict[str, list[str]] = {}

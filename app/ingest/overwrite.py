@@ -42,6 +42,7 @@ from ..jsontext import dumps_deep, nul_safe, stored_value
 from ..models import CRITERIA, CRITICS, EARLY, EVENTS, RUN_SEARCH, RUN_TAGS, RUNS, STEPS
 from ..words import plural
 from .batch import ReadBatch
+from .rows import EVENT_DIGEST_AT
 
 Warning_ = tuple[str, int, str, str]
 
@@ -85,13 +86,27 @@ def _summary(things: list[str]) -> str:
     return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class Screened:
+    """What the overwrite rule did to a batch (`screen`)."""
+
+    #: (file, line, message, run id)
+    warnings: list[Warning_]
+    #: {run id: pk} of the batch's runs that were already stored
+    known: dict[str, int]
+    #: runs whose records a new version of their source replaces
+    replacing: frozenset[str] = frozenset()
+    #: runs of another source to which the batch gave nothing: every record equal to the
+    #: stored one (or refused), every event stored already; they left the batch
+    unchanged: frozenset[str] = frozenset()
+
+
 def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewrite: bool = False,
-           reason: Optional[str] = None) -> tuple[list[Warning_], dict[str, int], frozenset[str]]:
-    """Drop from `batch` what the rule refuses; returns (warnings as (file, line, message,
-    run id), {run id: pk} of the runs screened, runs whose records a new version of their
-    source replaces). `rewrite`: the batch is from a new version of its source (its bytes
-    changed since the last read); `reason`: why a document whose bytes did not change is
-    read again, as the warnings say it (app.ingest.ingestor._document_change)."""
+           reason: Optional[str] = None) -> Screened:
+    """Drop from `batch` what the rule refuses and what another source's runs hold already.
+    `rewrite`: the batch is from a new version of its source (its bytes changed since the
+    last read); `reason`: why a document whose bytes did not change is read again, as the
+    warnings say it (app.ingest.ingestor._document_change)."""
     run_ids = list(batch.runs)
     owners: dict[str, tuple[int, Optional[str], Optional[str]]] = {}
     for i in range(0, len(run_ids), 500):
@@ -104,7 +119,7 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
     # but what it changes is applied (only a plain first read or a file that grew skips this).
     own = {rid: v for rid, v in owners.items() if rewrite and v[1] == origin}
     if not foreign and not own:
-        return [], pks, frozenset()
+        return Screened([], pks)
     screened = {**foreign, **own}
     entries = list(batch.entries(set(screened)))
 
@@ -161,6 +176,8 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
                 starts[rid] = conn.execute(select(RUNS.c.start_record).where(RUNS.c.id == pk)).scalar()
             what, stored, present = "run_start", starts[rid], starts[rid] is not None
             if present and rid in foreign:
+                if _same(stored_value(stored), rec):
+                    drop(where)  # equal: nothing to apply
                 continue  # a second, different start has its own rule (store.Applier._write_starts)
         first_line[rid] = min(line, first_line.get(rid, line))
         if not present:
@@ -175,7 +192,8 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
         else:
             refused.setdefault(rid, []).append(what)
             drop(where)
-    batch.drop(drop_steps, drop_others)
+    batch.drop(drop_steps, drop_others, _stored_events(conn, batch, {rid: v[0] for rid, v in foreign.items()}))
+    unchanged = frozenset(rid for rid in foreign if rid not in batch.runs)
 
     warnings: list[Warning_] = []
     where_ = batch.label
@@ -198,7 +216,22 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
         if rid in added:
             warnings.append((where_, line, f"run {rid!r} was begun by {began}: {len(added[rid])} new record(s) from "
                                            f"{label} were added to it ({_summary(added[rid])})", rid))
-    return warnings, pks, frozenset(replacing)
+    return Screened(warnings, pks, frozenset(replacing), unchanged)
+
+
+def _stored_events(conn: Connection, batch: ReadBatch, runs: dict[str, int]) -> frozenset[tuple[str, str]]:
+    """(run id, digest) of the batch's events of these runs that are stored already: they
+    would add nothing (events are keyed by content), and a run given only those is unchanged."""
+    wanted: dict[str, list[str]] = {}
+    for row in batch.events:
+        if row[0] in runs:
+            wanted.setdefault(row[0], []).append(row[EVENT_DIGEST_AT])
+    found: set[tuple[str, str]] = set()
+    for rid, digests in wanted.items():
+        for i in range(0, len(digests), 500):
+            found.update((rid, d) for d in conn.execute(select(EVENTS.c.digest).where(
+                EVENTS.c.run_pk == runs[rid], EVENTS.c.digest.in_(digests[i:i + 500]))).scalars())
+    return frozenset(found)
 
 
 def claim(conn: Connection, run_ids: list[str], *, origin: str, label: str) -> None:

@@ -147,6 +147,7 @@ EVENT_COLS = ("run_pk", "step", "phase", "ok", "ts", "digest", "record", "previe
 #: Where a step or event row keeps its record text, and a critic row its action and reason.
 STEP_RECORD_AT = STEP_COLS.index("record")
 EVENT_RECORD_AT = EVENT_COLS.index("record")
+EVENT_DIGEST_AT = EVENT_COLS.index("digest")
 CRITIC_ACTION_AT = CRITIC_COLS.index("action")
 CRITIC_REASON_AT = CRITIC_COLS.index("reason")
 _INT_MAX = 2**62

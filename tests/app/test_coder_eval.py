@@ -350,8 +350,9 @@ def test_a_zip_of_the_results_folder_reads_the_same_runs(real, client, engine):
                 zf.write(path, str(path.relative_to(RESULTS.parent.parent)))
     body = client.post("/api/traces", params={"wait": "true"}, files=[("files", ("results.zip", buf.getvalue(), "application/zip"))]).json()
     assert body["errors"] == []
-    # the same run ids as the folder: the runs are updated, not duplicated
-    assert body["runs_created"] == [] and sorted(body["runs_updated"]) == sorted(real)
+    # the same run ids as the folder, read the same way: not duplicated, and nothing changed
+    assert body["runs_created"] == [] and body["runs_updated"] == []
+    assert body["runs_unchanged"] == sorted(real)
 
 
 @needs_shared

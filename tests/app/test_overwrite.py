@@ -3,6 +3,7 @@ would change it, added with a warning when they add, and the verdict never mixes
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import orjson
@@ -98,6 +99,56 @@ def test_equal_records_from_another_source_say_nothing(tmp_path: Path):
         _upload(c, "a.jsonl", body)
         copy = _upload(c, "copy.jsonl", body)
         assert copy["warnings"] == [] and copy["records"] == 6  # run_start, 3 steps, criterion, run_end
+
+
+def _two_runs(extra_event: bool = False) -> bytes:
+    recs = []
+    for rid in ("r1", "r2"):
+        recs += [{"type": "run_start", "run_id": rid, "objective": f"o {rid}"},
+                 {"type": "step", "run_id": rid, "step": 0, "observation": "x"},
+                 {"type": "event", "run_id": rid, "step": 0, "phase": "ACT", "ok": True},
+                 {"type": "run_end", "run_id": rid, "status": "completed", "stop_reason": "final"}]
+    if extra_event:
+        recs.append({"type": "event", "run_id": "r2", "step": 0, "phase": "NOTE", "ok": True})
+    return lines(*recs)
+
+
+def test_a_copy_from_another_source_leaves_its_runs_unchanged_and_says_so(tmp_path: Path):
+    # A file read once (from disk, or another upload name) and uploaded again under another
+    # name: every record equal, every event stored. It was listed as "Runs updated" and the
+    # upload took the runs as its own additions; it changed nothing.
+    db = tmp_path / "q.db"
+
+    def written() -> dict[str, str]:
+        with sqlite3.connect(db) as conn:
+            return dict(conn.execute("SELECT run_id, updated_at FROM runs"))
+
+    with TestClient(create_app(Settings(db=str(db))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", _two_runs())
+        before = written()
+        copy = _upload(c, "copy.jsonl", _two_runs())
+        assert (copy["runs_created"], copy["runs_updated"], copy["runs_unchanged"]) == ([], [], ["r1", "r2"])
+        assert copy["warnings"] == [] and copy["records"] == 8
+        assert written() == before
+        assert copy["upload_id"] is None  # nothing of it to remove later: the uploads list leaves it out
+        # one new event for r2 (events only add, without a warning): r2 is updated and the
+        # upload added to it, r1 is not
+        grown = _upload(c, "grown.jsonl", _two_runs(extra_event=True))
+        assert (grown["runs_updated"], grown["runs_unchanged"], grown["warnings"]) == (["r2"], ["r1"], [])
+        assert written()["r1"] == before["r1"] and written()["r2"] != before["r2"]
+        events = c.get("/api/runs/r2/steps/0/events").json()
+        assert sorted(e["phase"] for e in events["data"]) == ["ACT", "NOTE"]
+        upload = c.get(f"/api/uploads/{grown['upload_id']}").json()
+        assert [r["run_id"] for r in upload["runs_updated"]] == ["r2"]
+
+
+def test_a_run_whose_records_are_all_refused_is_unchanged_and_the_warning_says_why(tmp_path: Path):
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        _upload(c, "a.jsonl", trace("first", "from a", 1.0, "completed"))
+        second = _upload(c, "b.jsonl", trace("first", "from b", 0.0, "failed"))
+        assert (second["runs_updated"], second["runs_unchanged"]) == ([], ["r1"])
+        assert any("would change it and were not applied" in w["message"] for w in second["warnings"])
+        assert c.get("/api/runs/r1").json()["run"]["verdict"] == "pass"
 
 
 def test_a_qitos_folder_is_one_source(ingest, qitos_runs):

@@ -90,6 +90,23 @@ def test_a_new_version_under_the_same_name_is_named_in_the_result_and_on_the_run
     assert page.errors == []
 
 
+def test_a_copy_under_another_name_lists_its_runs_as_unchanged_with_nothing_to_remove(live_server, page):
+    body = _version("only version", 1.0)
+    for name in ("first.jsonl", "copy.jsonl"):
+        page.goto(live_server.url + "/upload")
+        page.set_input_files("#files", files=[{"name": name, "mimeType": "application/x-ndjson", "buffer": body}])
+        page.get_by_role("button", name="Upload").click()
+        page.locator(".upload-result").wait_for()
+    result = page.locator(".upload-result")
+    assert result.locator(".runs-unchanged a").all_inner_texts() == ["browser/v"]
+    assert result.locator(".runs-updated, .runs-created, .upload-remove").count() == 0
+    assert "Runs already stored, unchanged (1)" in result.locator("h3").first.inner_text()
+    result.locator(".runs-unchanged a").click()
+    page.wait_for_url("**/runs/browser%2Fv")
+    assert "only version" in page.locator(".run-head").inner_text()
+    assert page.errors == []
+
+
 def test_upload_with_no_file_chosen_says_so_without_a_request(live_server, page):
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.method + " " + r.url))
