@@ -51,6 +51,18 @@ def test_bad_lines_exit_1_name_each_line_and_keep_the_rest(tmp_path):
     assert [(e["line"], e["file"]) for e in js["errors"]] == [(2, str(path)), (4, str(path))]
 
 
+def test_a_copy_of_an_ingested_file_says_its_runs_are_unchanged(tmp_path):
+    recs = [{"type": t, "run_id": rid, **extra} for rid in ("a", "b") for t, extra in (
+        ("run_start", {}), ("step", {"step": 0}), ("run_end", {"status": "completed", "stop_reason": "final"}))]
+    first, copy = write_jsonl(tmp_path / "first.jsonl", recs), write_jsonl(tmp_path / "copy.jsonl", recs)
+    db = str(tmp_path / "q.db")
+    assert qita("ingest", str(first), "--db", db).stdout.strip() == "6 records from 1 file: 2 runs (2 new), 0 rejected"
+    r = qita("ingest", str(copy), "--db", db)
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.strip() == ("6 records from 1 file: 0 runs (0 new), 0 rejected; "
+                                "2 runs already stored from another source, unchanged")
+
+
 def test_usage_errors_exit_2(tmp_path):
     r = qita("ingest", str(tmp_path / "missing.jsonl"), "--db", str(tmp_path / "q.db"))
     assert r.returncode == 2 and "no such file or folder" in r.stderr
