@@ -220,6 +220,14 @@ def budget_gauges(run: dict[str, Any]) -> list[dict[str, Any]]:
         # off is missing from it (a coder_eval TIMEOUT read 40 s of a 600 s limit).
         time_note = f"the run timed out; the agent's own time, {fmt_duration(time_used)}, leaves out the call cut off"
         time_used, time_label = run["elapsed_s"], "time (end to end)"
+    time_gauge = gauge(time_used, run.get("budget_max_runtime_s"))
+    if run.get("stop_reason") == "budget_time" and (time_gauge is None or time_gauge["level"] == "ok"):
+        # a time-limit stop well under the run's own time limit (below the "high" mark): another
+        # limit ended it
+        call_limit = budget.get("max_call_seconds")
+        call = (f"each agent call's limit, {fmt_duration(call_limit)}" if isinstance(call_limit, (int, float))
+                and not isinstance(call_limit, bool) and call_limit > 0 else "a limit this gauge does not measure")
+        time_note = (time_note + "; " if time_note else "") + f"the time limit that stopped it is {call}"
     token_note = None if not counted else "counted: " + " + ".join(b.replace("_", " ") for b in counted)
     steps, steps_label, steps_note = run.get("steps"), "steps", None
     longest = budget.get("steps_longest_iteration")
@@ -234,7 +242,7 @@ def budget_gauges(run: dict[str, Any]) -> list[dict[str, Any]]:
         {"name": "tokens", "label": "tokens", "note": token_note,
          "gauge": gauge(budget_tokens_used(run, counted), run.get("budget_max_tokens")),
          "used": fmt_int(budget_tokens_used(run, counted)), "limit": fmt_int(run.get("budget_max_tokens"))},
-        {"name": "time", "label": time_label, "note": time_note, "gauge": gauge(time_used, run.get("budget_max_runtime_s")),
+        {"name": "time", "label": time_label, "note": time_note, "gauge": time_gauge,
          "used": fmt_duration(time_used), "limit": fmt_duration(run.get("budget_max_runtime_s"))},
     ]
     for key, label, used in (

@@ -41,10 +41,11 @@ from .sources import Source, join_label, key_for, parse_json_document, read_docu
 #: The version of this reading of coder_eval's files (Source.reading). Raise it with every
 #: change to the records a file makes: a database ingested before reads each one again, and
 #: what an earlier reading made of a run (its steps, its id) is replaced, never left beside.
+# 7: run_limits.turn_timeout in the budget, the warning on a transcript's turn count;
 # 6: quoted numbers, a bad token bucket as 0, a null total_token_usage unknown, the early
 # stop at the step of its deciding call; 5: a turn that surfaced no usage has no tokens;
 # 4: dialog stop reasons, the per-call step cap
-READING = "coder_eval-6"
+READING = "coder_eval-7"
 MAX_TASK_JSON = 512 * 1024 * 1024
 TASK_FILE = "task.json"
 #: Files only a coder_eval results tree holds (besides task.json).
@@ -668,6 +669,11 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         "max_output_tokens": _int(limits.get("max_output_tokens")),
         "max_cost_usd": _num(limits.get("max_usd")),
     }
+    # run_limits.turn_timeout (not in REPORT_SCHEMA.md; the real task.json files carry it)
+    # limits each agent call, not the run: a TIMEOUT under task_timeout came from it, and
+    # the time gauge says so instead of "ok" beside a time-limit stop.
+    if (call_limit := _num(limits.get("turn_timeout"))) is not None and call_limit > 0:
+        budget["max_call_seconds"] = call_limit
     if any(v is not None for k, v in budget.items() if k.startswith("max_") and "token" in k):
         budget["tokens_counted"] = budget_counted(limits)
     # max_turns caps each agent call (results.py: `num_turns`, "the unit max_turns caps";

@@ -535,6 +535,22 @@ def test_a_time_out_measures_the_time_limit_end_to_end(ingest, client, tmp_path)
         "leaves out the call cut off")
     # a run that was not stopped for time keeps the agent's own time
     assert time_gauge("timeouts/v/quick/00") == "time 40.0 s of 10 min 0 s (7%)"
+    # a TIMEOUT well under task_timeout: run_limits.turn_timeout (each agent call) ended it,
+    # and the gauge said "ok" beside the time-limit stop (found by a coder_eval audit)
+    write(root, task("call", status="TIMEOUT", score=0.0, duration_seconds=318.0,
+                     iterations=[{**turns_of(2), "duration_seconds": 10.0}, cut],
+                     task_config={"resolved": {"run_limits": {"task_timeout": 600, "turn_timeout": 300}}}))
+    write(root, task("nolimit", status="TIMEOUT", score=0.0, duration_seconds=318.0,
+                     iterations=[{**turns_of(2), "duration_seconds": 10.0}, cut]))
+    assert ingest(root).errors == []
+    assert time_gauge("timeouts/v/call/00") == (
+        "time (end to end) 5 min 18 s of 10 min 0 s (53%) the run timed out; the agent's own time, 10.0 s, leaves "
+        "out the call cut off; the time limit that stopped it is each agent call's limit, 5 min 0 s")
+    assert time_gauge("timeouts/v/nolimit/00") == (
+        "time (end to end) 5 min 18 s (no limit; the run timed out; the agent's own time, 10.0 s, leaves out the call "
+        "cut off; the time limit that stopped it is a limit this gauge does not measure)")
+    # near the run's own limit, the run's limit is taken to be the one: no word about another
+    assert "stopped it" not in time_gauge("timeouts/v/slow/00")
 
 
 def test_a_dialog_without_a_row_marks_the_bill_a_floor_but_not_the_agents_cost(ingest, client, tmp_path):

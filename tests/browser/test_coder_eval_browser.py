@@ -242,6 +242,9 @@ def test_a_dialog_and_a_time_out_read_their_stop_and_gauges_in_chromium(live_ser
     write(root, task("slow", status="TIMEOUT", score=0.0, duration_seconds=605.0,
                      iterations=[{**turns_of(2), "duration_seconds": 40.0}],
                      task_config={"resolved": {"run_limits": {"task_timeout": 600}}}))
+    write(root, task("call", status="TIMEOUT", score=0.0, duration_seconds=318.0,
+                     iterations=[{**turns_of(2), "duration_seconds": 10.0}],
+                     task_config={"resolved": {"run_limits": {"task_timeout": 600, "turn_timeout": 300}}}))
     assert ingest(root).ok
     page.goto(live_server.url + "/runs/" + quote("gauges/v/d-max_turns/00", safe=""))
     head = page.locator(".run-head")
@@ -254,6 +257,13 @@ def test_a_dialog_and_a_time_out_read_their_stop_and_gauges_in_chromium(live_ser
     time = page.locator(".run-head .gauge", has_text="time (end to end)")
     assert time.locator(".gauge-text").inner_text().startswith("10 min 5 s of 10 min 0 s (101%)")
     assert time.get_attribute("class").split() == ["gauge", "gauge-over"]
+    assert "stopped it" not in time.inner_text()
+    # stopped for time at half of task_timeout: turn_timeout is named beside the gauge
+    page.goto(live_server.url + "/runs/" + quote("gauges/v/call/00", safe=""))
+    time = page.locator(".run-head .gauge", has_text="time (end to end)")
+    assert time.locator(".gauge-text").inner_text().startswith("5 min 18 s of 10 min 0 s (53%)")
+    assert time.locator(".gauge-text .muted").inner_text().endswith(
+        "the time limit that stopped it is each agent call's limit, 5 min 0 s")
     assert page.errors == []
 
 
