@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 
 from . import search, search_texts
 from .criteria import armed_flags, armed_gate_passed, criterion_passed, gating_flags, run_gate_threshold, weight_of
+from .ingest.rows import int_of, number_of
 from .models import CRITERIA, EARLY, RUNS, STEPS
 
 
@@ -85,12 +86,10 @@ def _fits(value: Any) -> Optional[int]:
 
 
 def _tok(end: dict[str, Any], key: str) -> Optional[int]:
+    # read as the models read it, quoted numbers too (the stored record is as written: a
+    # quoted run_end total was dropped and the steps' sum shown instead)
     tokens = end.get("tokens") if isinstance(end, dict) else None
-    if isinstance(tokens, dict):
-        value = tokens.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+    return int_of(tokens.get(key)) if isinstance(tokens, dict) else None
 
 
 def tokens_unknown(end: Any) -> bool:
@@ -102,10 +101,7 @@ def tokens_unknown(end: Any) -> bool:
 
 
 def _end_num(end: dict[str, Any], key: str) -> Optional[float]:
-    value = end.get(key) if isinstance(end, dict) else None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
+    return number_of(end.get(key)) if isinstance(end, dict) else None
 
 
 #: Verdicts a run may record; `error` means it never produced a gradeable attempt.
@@ -248,8 +244,7 @@ def _recompute(conn: Connection, pks: list[int], *, now: datetime, abandon_after
 
 
 def _end_int(end: Any, key: str) -> Optional[int]:
-    value = end.get(key) if isinstance(end, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return int_of(end.get(key)) if isinstance(end, dict) else None
 
 
 def derived(run: Any, totals: tuple, tool_calls: Optional[int], *, early_stopped: bool, armed: Any,

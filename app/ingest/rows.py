@@ -55,7 +55,9 @@ def clean_text(value: Any, limit: Optional[int] = None) -> Optional[str]:
     return value
 
 
-def _num(value: Any) -> Optional[float]:
+def number_of(value: Any) -> Optional[float]:
+    """A stored record's number as the models read it: a numeric string ("0.5") counts, NaN,
+    infinities, booleans and other types do not (steps here, run_end totals in app.derive)."""
     if type(value) is str:
         # The models accept a numeric string ("0.5") for a number; so does the store.
         try:
@@ -68,7 +70,9 @@ def _num(value: Any) -> Optional[float]:
     return float(value)
 
 
-def _int(value: Any) -> Optional[int]:
+def int_of(value: Any) -> Optional[int]:
+    """A stored record's integer as the models read it: "100" and "100.0" count; a value past
+    2**62 does not (it fits no column)."""
     if type(value) is str:
         try:
             value = int(value.strip())
@@ -135,7 +139,7 @@ def _dumps(value: Any, option: int) -> bytes:
 # Row builders: one per record type, positional tuples in STEP_COLS / CRITIC_COLS /
 # EVENT_COLS order with the run id in `run_pk`'s place, for both dialects (PostgreSQL's portable path gets
 # them zipped into dicts). Each value goes through a shortcut for the exact types the fast
-# checks let through and falls back to the general function (`_num`, `_int`,
+# checks let through and falls back to the general function (`number_of`, `int_of`,
 # `clean_text`) for anything else. A NUL can only reach a parsed string through a
 # `\u0000` escape, so only lines with one (`scrub`) pay for NUL scrubbing: that walk was a
 # tenth of the ingest time. `encode` says JSON values go to the driver as text (encoded
@@ -159,13 +163,13 @@ def _num_fast(v: Any) -> Optional[float]:
         return v
     if t is int:
         return float(v)
-    return None if v is None else _num(v)
+    return None if v is None else number_of(v)
 
 
 def _int_fast(v: Any) -> Optional[int]:
     if type(v) is int:
         return v if -_INT_MAX <= v <= _INT_MAX else None
-    return None if v is None else _int(v)
+    return None if v is None else int_of(v)
 
 
 def _text_fast(v: Any, limit: Optional[int] = None) -> Optional[str]:
@@ -294,7 +298,7 @@ def event_row(run_id: str, rtype: str, rec: dict[str, Any], raw: Optional[bytes]
 
 def criterion_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
     """A criterion result's values (its position and spec come from run_start)."""
-    score = _num(rec.get("score"))
+    score = number_of(rec.get("score"))
     passed = rec.get("passed") if isinstance(rec.get("passed"), bool) else None
     return {
         "run_pk": pk,
@@ -304,7 +308,7 @@ def criterion_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
         "score": score,
         "passed": passed,
         "live_verdict": rec.get("live_verdict"),
-        "decided_at_step": _int(rec.get("decided_at_step")),
+        "decided_at_step": int_of(rec.get("decided_at_step")),
         "details": _json_safe(rec.get("details")),
         "result": _json_safe(rec),
     }
@@ -317,9 +321,9 @@ def early_stop_row(pk: int, rec: dict[str, Any]) -> dict[str, Any]:
         "reason": clean_text(rec.get("reason")),
         "deciding_criterion": clean_text(rec.get("deciding_criterion")),
         "armed_criteria": _json_safe(rec.get("armed_criteria") or []),
-        "step": _int(rec.get("step")),
-        "tool_call_index": _int(rec.get("tool_call_index")),
-        "elapsed_s": _num(rec.get("elapsed_s")),
-        "turns_remaining": _int(rec.get("turns_remaining")),
+        "step": int_of(rec.get("step")),
+        "tool_call_index": int_of(rec.get("tool_call_index")),
+        "elapsed_s": number_of(rec.get("elapsed_s")),
+        "turns_remaining": int_of(rec.get("turns_remaining")),
         "record": _json_safe(rec),
     }

@@ -27,11 +27,11 @@ from .rows import (
     EVENT_COLS,
     STEP_COLS,
     _canonical,
-    _int,
-    _num,
     clean_text,
     criterion_row,
     early_stop_row,
+    int_of,
+    number_of,
     parse_ts,
     with_run_pk,
 )
@@ -107,16 +107,16 @@ def _odd_totals(rec: dict[str, Any]) -> list[str]:
     token total, a score outside [0, 1] (each is shown as written: the producer's word)."""
     out = []
     for key in _NON_NEGATIVE:
-        value = _num(rec.get(key))
+        value = number_of(rec.get(key))
         if value is not None and value < 0:
             out.append(f"run_end: negative {key} ({value:g}); shown as written")
     tokens = rec.get("tokens")
     if isinstance(tokens, dict):
         for key in ("input", "output", "total"):
-            value = _num(tokens.get(key))
+            value = number_of(tokens.get(key))
             if value is not None and value < 0:
                 out.append(f"run_end: negative tokens.{key} ({value:g}); shown as written")
-    score = _num(rec.get("score"))
+    score = number_of(rec.get("score"))
     if score is not None and not 0 <= score <= 1:
         out.append(f"run_end: score {score:g} is outside [0, 1]; shown as written")
     return out
@@ -171,7 +171,7 @@ def _start_values(rec: dict[str, Any], source_format: str) -> dict[str, Any]:
         task_id=clean_text(rec.get("task_id") or rec["run_id"], 400),
         experiment=clean_text(rec.get("experiment"), 400),
         variant=clean_text(rec.get("variant"), 400),
-        replicate=_int(rec.get("replicate")) or 0,
+        replicate=int_of(rec.get("replicate")) or 0,
         objective=clean_text(rec.get("objective")),
         agent=clean_text(rec.get("agent"), 400),
         model=clean_text(rec.get("model"), 400),
@@ -179,10 +179,10 @@ def _start_values(rec: dict[str, Any], source_format: str) -> dict[str, Any]:
         source_format=source_format,
         started_ts=clean_text(rec.get("ts"), 100),
         started_at=parse_ts(rec.get("ts")),
-        budget_max_steps=_int(budget.get("max_steps")),
-        budget_max_runtime_s=_num(budget.get("max_runtime_seconds")),
-        budget_max_tokens=_int(budget.get("max_tokens")),
-        budget_max_cost_usd=_num(budget.get("max_cost_usd")),
+        budget_max_steps=int_of(budget.get("max_steps")),
+        budget_max_runtime_s=number_of(budget.get("max_runtime_seconds")),
+        budget_max_tokens=int_of(budget.get("max_tokens")),
+        budget_max_cost_usd=number_of(budget.get("max_cost_usd")),
         critics=_json_safe(rec.get("critics") or []),
         stop_criteria=_json_safe(rec.get("stop_criteria") or []),
         early_stop_enabled=bool(early.get("enabled")),
@@ -197,7 +197,7 @@ def _criterion_specs(rec: dict[str, Any]) -> list[tuple[Optional[str], dict[str,
     """A run_start's criteria as (criterion id, values of its row), in the order declared."""
     out = []
     for pos, spec in enumerate(rec.get("criteria") or []):
-        threshold = _num(spec.get("pass_threshold"))
+        threshold = number_of(spec.get("pass_threshold"))
         out.append((clean_text(spec["id"], 400), {
             "position": pos,
             "type": clean_text(spec.get("type")),
@@ -228,7 +228,7 @@ def _end_values(rec: dict[str, Any]) -> dict[str, Any]:
         verdict_recorded=rec.get("verdict"),
         verdict_reason=clean_text(rec.get("verdict_reason")),
         source_status=clean_text(rec.get("source_status"), 100),
-        score=_num(rec.get("score")),
+        score=number_of(rec.get("score")),
         failure_report=_json_safe(rec.get("failure_report")),
     )
 

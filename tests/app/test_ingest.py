@@ -455,6 +455,21 @@ def test_numbers_written_as_strings_count_in_totals(ingest, engine, tmp_path):
     assert scalar(engine, "select duration_s from steps") == 2.5
 
 
+def test_quoted_numbers_in_a_run_end_are_its_totals(ingest, engine, tmp_path):
+    # The models take "0.0032" for a number in a run_end as in a step; the run read only
+    # real numbers there and showed the steps' sums instead (found in a browser audit).
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("q"), step("q", 0, tokens={"input": 300, "output": 40, "total": 340}, cost_usd=0.001, duration_s=2.5),
+        end("q", tokens={"input": "800", "output": "100", "total": "900", "cache_read": "50"}, cost_usd="0.0032",
+            elapsed_s="7.0", agent_cost_usd="0.002", agent_elapsed_s="5", tool_calls="4", steps="1")])
+    report = ingest(path)
+    assert report.ok and report.warnings == []
+    r = run_row(engine, "q")
+    assert (r["tokens_input"], r["tokens_output"], r["tokens_total"], r["tokens_cache_read"]) == (800, 100, 900, 50)
+    assert (r["cost_usd"], r["agent_cost_usd"], r["elapsed_s"], r["agent_elapsed_s"]) == (0.0032, 0.002, 7.0, 5.0)
+    assert (r["tool_calls"], r["steps"]) == (4, 1)
+
+
 def test_a_run_end_that_gives_its_token_total_as_null_has_unknown_tokens(ingest, engine, tmp_path):
     # "total": null with no input or output: the producer has no count (coder_eval's null
     # total_token_usage); its steps' tokens are not the run's. Without "tokens", or with
