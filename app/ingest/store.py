@@ -162,6 +162,13 @@ def _write_criteria(conn: Connection, rows: list[tuple[int, Any, dict[str, Any]]
         conn.execute(_CRITERION_INSERT, list(new.values()))
 
 
+def _name(value: Any) -> Optional[str]:
+    """An experiment's or variant's name as filed: a blank one ("", spaces) names nothing (its
+    runs' overview heading, filter and compare links were empty, and `?experiment=` means any)."""
+    text = clean_text(value, 400)
+    return text if text is not None and text.strip() else None
+
+
 def _start_values(rec: dict[str, Any], source_format: str) -> dict[str, Any]:
     """A run_start record's values for its run's columns."""
     budget = rec.get("budget") or {}
@@ -169,8 +176,8 @@ def _start_values(rec: dict[str, Any], source_format: str) -> dict[str, Any]:
     schema = rec.get("schema")
     return dict(
         task_id=clean_text(rec.get("task_id") or rec["run_id"], 400),
-        experiment=clean_text(rec.get("experiment"), 400),
-        variant=clean_text(rec.get("variant"), 400),
+        experiment=_name(rec.get("experiment")),
+        variant=_name(rec.get("variant")),
         replicate=int_of(rec.get("replicate")) or 0,
         objective=clean_text(rec.get("objective")),
         agent=clean_text(rec.get("agent"), 400),
@@ -444,6 +451,11 @@ class Applier:
                                               "the run's times are shown without it", rec["run_id"]))
             if rec["type"] == "run_end":
                 warnings.extend((label, line, message, rec["run_id"]) for message in _odd_totals(rec))
+            else:
+                warnings.extend((label, line, f"run_start: {key} {rec[key]!r} is blank; the run is filed under no "
+                                              f"{key}", rec["run_id"])
+                                for key in ("experiment", "variant") if _name(rec.get(key)) is None
+                                and rec.get(key) is not None)
         if batch.starts:
             self._write_starts(conn, batch, source_format, replacing)
         if batch.ends:

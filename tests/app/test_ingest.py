@@ -470,6 +470,21 @@ def test_quoted_numbers_in_a_run_end_are_its_totals(ingest, engine, tmp_path):
     assert (r["tool_calls"], r["steps"]) == (4, 1)
 
 
+def test_a_blank_experiment_or_variant_names_none_and_says_so(ingest, engine, tmp_path):
+    # "" was filed as an experiment of that name: an empty heading on the overview, a compare
+    # link that answered 400, and `?experiment=` (any) for its runs' filter.
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("e", experiment="", variant="smoke"), end("e"),
+        start("v", experiment="x", variant=" \t"), end("v"),
+        start("k", experiment=" x ", variant="smoke"), end("k")])
+    report = ingest(path)
+    assert [str(w) for w in report.warnings] == [
+        f"{path}:1: run_start: experiment '' is blank; the run is filed under no experiment",
+        f"{path}:3: run_start: variant ' \\t' is blank; the run is filed under no variant"]
+    named = {r: (run_row(engine, r)["experiment"], run_row(engine, r)["variant"]) for r in "evk"}
+    assert named == {"e": (None, "smoke"), "v": ("x", None), "k": (" x ", "smoke")}  # a name with text is as written
+
+
 def test_a_run_end_that_gives_its_token_total_as_null_has_unknown_tokens(ingest, engine, tmp_path):
     # "total": null with no input or output: the producer has no count (coder_eval's null
     # total_token_usage); its steps' tokens are not the run's. Without "tokens", or with

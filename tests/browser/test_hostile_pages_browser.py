@@ -237,3 +237,21 @@ def test_run_id_payload_is_the_visible_title_not_markup(hostile, live_server, vi
     visitor.visit(run_url(live_server.url, PAYLOADS[1]), "title")
     assert visitor.page.locator("h1.run-title").inner_text() == "run " + PAYLOADS[1]
     assert visitor.page.locator("img[src='x']").count() == 0
+
+
+def test_a_blank_experiment_is_filed_under_none_with_working_links(live_server, page, ingest, tmp_path):
+    # An experiment named "" had an empty heading link on the overview, a compare link that
+    # answered 400, and a variant link whose `?experiment=` listed the runs of every experiment.
+    recs = []
+    for rid, exp, var in (("e1", "", "smoke"), ("e2", "", "e2e"), ("o1", "other", "e2e")):
+        recs += [{"type": "run_start", "run_id": rid, "experiment": exp, "variant": var, "task_id": "t"},
+                 {"type": "run_end", "run_id": rid, "status": "completed", "stop_reason": "final"}]
+    assert ingest(write_jsonl(tmp_path / "blank.jsonl", recs)).ok
+    page.goto(live_server.url + "/")
+    links = page.locator("main a")
+    assert all(t.strip() for t in links.all_inner_texts())
+    assert page.locator("main a[href*='/compare?experiment=&']").count() == 0
+    page.locator("main a[href='/runs?experiment=%28none%29&variant=e2e']").first.click()
+    page.wait_for_url("**/runs?experiment=%28none%29&variant=e2e")
+    assert [t.strip() for t in page.locator("td.run-id").all_inner_texts()] == ["e2"]
+    assert page.errors == []
