@@ -294,3 +294,29 @@ def test_the_upload_page_fits_small_phones(live_server, page, width):
     page.goto(live_server.url + "/upload")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     assert page.locator("#files").bounding_box()["x"] + page.locator("#files").bounding_box()["width"] <= width
+
+
+@pytest.mark.parametrize("width", [320, 390])
+def test_the_overview_of_three_variants_with_a_long_name_fits_the_screen(live_server, page, ingest, tmp_path, width):
+    # the variant picker's selects were as wide as the longest name (1,036 px page at 390)
+    long = "claude-sonnet-4-with-extended-thinking-and-skills-enabled-max-turns-50-temperature-0.7-retry-3"
+    recs: list[dict[str, Any]] = []
+    for variant in ("smoke", "e2e", long):
+        recs += [{"type": "run_start", "run_id": f"{variant}-0", "task_id": "t0", "experiment": "three",
+                  "variant": variant},
+                 {"type": "run_end", "run_id": f"{variant}-0", "status": "completed", "stop_reason": "final",
+                  "verdict": "pass"}]
+    assert ingest(write_jsonl(tmp_path / "three.jsonl", recs)).ok
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(live_server.url + "/")
+    pick = page.locator("form.compare-pick")
+    assert pick.count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for select in ("select[name=a]", "select[name=b]"):
+        box = pick.locator(select).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width
+    pick.locator("select[name=b]").select_option(long)
+    pick.get_by_role("button", name="Compare").click()
+    page.wait_for_url("**/compare?**")
+    assert page.evaluate("new URL(location.href).searchParams.get('b')") == long
+    assert page.errors == []
