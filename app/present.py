@@ -51,13 +51,26 @@ def stop_reason_info(value: Optional[str]) -> dict[str, Any]:
     return {"value": value, "label": value, "key": "unknown", "known": False}
 
 
+#: Past this, a figure is written in powers of ten ("1.0e+308"): trace text can give any
+#: magnitude, and 1e308 written out in full was 309 digits that widened a run page to
+#: 2,957 px (no real count, cost or time comes near it).
+HUGE = 1e15
+
+
+def _huge(v: float) -> str:
+    return f"{v:.1e}"
+
+
 def fmt_int(value: Any) -> str:
     if value is None:
         return "—"
     try:
-        return f"{int(value):,}"
-    except (TypeError, ValueError):
+        if isinstance(value, float) and math.isfinite(value) and abs(value) >= HUGE:
+            return _huge(value)
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
         return str(value)
+    return _huge(float(n)) if abs(n) >= HUGE else f"{n:,}"
 
 
 def _numeric(fmt):
@@ -79,7 +92,9 @@ def _numeric(fmt):
 def fmt_num(v: float, digits: int = 2) -> str:
     if math.isnan(v) or math.isinf(v):
         return str(v)
-    if v == int(v) and abs(v) < 1e15:
+    if abs(v) >= HUGE:
+        return _huge(v)
+    if v == int(v):
         return f"{int(v):,}"
     return f"{v:,.{digits}f}"
 
@@ -87,7 +102,7 @@ def fmt_num(v: float, digits: int = 2) -> str:
 @_numeric
 def fmt_score(v: float) -> str:
     """A score or threshold with two decimals, so 1.00 and 0.85 line up in a column."""
-    return f"{v:.2f}" if math.isfinite(v) else str(v)
+    return (f"{v:.2f}" if abs(v) < HUGE else _huge(v)) if math.isfinite(v) else str(v)
 
 
 @_numeric
@@ -103,6 +118,8 @@ def fmt_duration(s: float) -> str:
         return f"{s:.1f} s"
     if s < 3600:
         return f"{int(s // 60)} min {int(s % 60)} s"
+    if not math.isfinite(s) or s / 3600 >= HUGE:
+        return f"{_huge(s / 3600)} h" if math.isfinite(s) else str(s)
     return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
 
 
@@ -128,6 +145,10 @@ def fmt_usd(value: Any) -> str:
     if value is None:
         return "—"
     v = float(value)
+    if v < 0:
+        return "-" + fmt_usd(-v)  # shown as written (the ingest flagged it), the sign before the $
+    if not math.isfinite(v) or v >= HUGE:
+        return f"${_huge(v)}" if math.isfinite(v) else str(v)
     return f"${v:,.4f}" if v < 1 else f"${v:,.2f}"
 
 
@@ -169,9 +190,15 @@ def gauge(used: Any, limit: Any) -> Optional[dict[str, Any]]:
     if limit in (None, 0) or used is None:
         return None
     try:
+        if float(limit) <= 0:
+            return None  # a negative limit limits nothing (the ingest warned): no bar of "-3 of -5"
         frac = float(used) / float(limit)
-    except (TypeError, ValueError, ZeroDivisionError):
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
         return None
+    if not math.isfinite(frac):
+        return None
+    # capped for the page's percentage (a used figure of 1e308 is 1e310 %, past int's reach)
+    frac = max(-1e6, min(frac, 1e6))
     level = "over" if frac > 1 else "high" if frac >= 0.8 else "ok"
     return {"used": used, "limit": limit, "fraction": frac, "pct": min(100, round(frac * 100)), "level": level}
 
@@ -400,6 +427,14 @@ def run_setup(run: dict[str, Any]) -> Optional[dict[str, Any]]:
 LANE_LABELS = {"stop": "S", "retry": "R", "continue": "·"}
 
 
+def _score_class(score: Any) -> str:
+    """The lane's score bar in tenths, s0 to s10 (a score outside [0, 1] as its nearest end;
+    a critic's 1e308 made the run page a 500)."""
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
+        return "sx"
+    return f"s{round(min(1.0, max(0.0, score)) * 10)}"
+
+
 def lane_mark(mark: dict[str, Any]) -> dict[str, Any]:
     """One verdict-lane mark as the page draws it: its steps, label, score bar and title."""
     score = mark.get("score")
@@ -407,7 +442,7 @@ def lane_mark(mark: dict[str, Any]) -> dict[str, Any]:
     title = f"step {steps}: {mark.get('action') or 'no critic'}" + (f" {fmt_score(score)}" if score is not None else "")
     return {"step": mark["step"], "action": mark.get("action") or "none", "retried": bool(mark.get("retry")),
             "label": LANE_LABELS.get(mark.get("action"), "–"),
-            "score_class": f"s{int(round(score * 10))}" if isinstance(score, (int, float)) else "sx",
+            "score_class": _score_class(score),
             "title": title}
 
 

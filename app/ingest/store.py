@@ -162,6 +162,14 @@ def _write_criteria(conn: Connection, rows: list[tuple[int, Any, dict[str, Any]]
         conn.execute(_CRITERION_INSERT, list(new.values()))
 
 
+def _negative_limits(budget: Any) -> list[tuple[str, float]]:
+    """A run_start budget's limits below zero, which no run can be held to."""
+    if not isinstance(budget, dict):
+        return []
+    return [(key, value) for key, raw in budget.items() if key.startswith("max_")
+            and (value := number_of(raw)) is not None and value < 0]
+
+
 def _name(value: Any) -> Optional[str]:
     """An experiment's or variant's name as filed: a blank one ("", spaces) names nothing (its
     runs' overview heading, filter and compare links were empty, and `?experiment=` means any)."""
@@ -456,6 +464,10 @@ class Applier:
                                               f"{key}", rec["run_id"])
                                 for key in ("experiment", "variant") if _name(rec.get(key)) is None
                                 and rec.get(key) is not None)
+                budget = rec.get("budget")
+                warnings.extend((label, line, f"run_start: budget {key} {value:g} is negative; it is shown, but no "
+                                              "gauge is drawn against it", rec["run_id"])
+                                for key, value in _negative_limits(budget))
         if batch.starts:
             self._write_starts(conn, batch, source_format, replacing)
         if batch.ends:

@@ -485,6 +485,15 @@ def test_a_blank_experiment_or_variant_names_none_and_says_so(ingest, engine, tm
     assert named == {"e": (None, "smoke"), "v": ("x", None), "k": (" x ", "smoke")}  # a name with text is as written
 
 
+def test_a_negative_budget_limit_is_named_in_a_warning(ingest, engine, tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("n", budget={"max_steps": -5, "max_tokens": "-1", "max_runtime_seconds": 10}), end("n")])
+    assert [str(w) for w in ingest(path).warnings] == [
+        f"{path}:1: run_start: budget max_steps -5 is negative; it is shown, but no gauge is drawn against it",
+        f"{path}:1: run_start: budget max_tokens -1 is negative; it is shown, but no gauge is drawn against it"]
+    assert run_row(engine, "n")["budget_max_steps"] == -5  # as written
+
+
 def test_a_run_end_that_gives_its_token_total_as_null_has_unknown_tokens(ingest, engine, tmp_path):
     # "total": null with no input or output: the producer has no count (coder_eval's null
     # total_token_usage); its steps' tokens are not the run's. Without "tokens", or with

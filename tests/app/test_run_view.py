@@ -294,3 +294,23 @@ def test_step_links_open_the_run_from_that_step(tmp_path, ingest, client):
     link = one(client.get("/runs/long?from=40").text, "a.earlier-link")
     # the block before starts one first block (12 steps) earlier and ends at step 39, where k and the link land
     assert (link["href"], link["data-step"]) == ("/runs/long?from=28#step-39", "39")
+
+
+def test_figures_past_a_thousand_trillion_are_written_in_powers_of_ten():
+    # 1e308 written out was 309 digits and widened the run page to 2,957 px (browser audit)
+    from qita_board.present import fmt_int, fmt_num, fmt_score, fmt_usd
+
+    assert (fmt_int(10**20), fmt_int(1e308), fmt_int(999_999_999_999_999)) == ("1.0e+20", "1.0e+308", "999,999,999,999,999")
+    assert (fmt_num(1e308), fmt_num(2.5e15), fmt_num(12345.678)) == ("1.0e+308", "2.5e+15", "12,345.68")
+    assert (fmt_score(1e308), fmt_score(-1e20), fmt_score(0.85)) == ("1.0e+308", "-1.0e+20", "0.85")
+    assert (fmt_usd(1e308), fmt_usd(1234.5), fmt_usd(0.0032)) == ("$1.0e+308", "$1,234.50", "$0.0032")
+    assert fmt_duration(1e308) == "2.8e+304 h" and fmt_duration(7260) == "2 h 1 min"
+    # a negative figure (the ingest warns) keeps its sign before the dollar
+    assert (fmt_usd(-1), fmt_usd(-0.5)) == ("-$1.00", "-$0.5000")
+
+
+def test_a_negative_limit_draws_no_gauge():
+    from qita_board.present import gauge
+
+    assert gauge(3, -5) is None and gauge(3, 0) is None
+    assert gauge(3, 6)["pct"] == 50

@@ -320,3 +320,24 @@ def test_the_overview_of_three_variants_with_a_long_name_fits_the_screen(live_se
     page.wait_for_url("**/compare?**")
     assert page.evaluate("new URL(location.href).searchParams.get('b')") == long
     assert page.errors == []
+
+
+def test_figures_of_any_size_fit_the_run_page_and_a_negative_limit_draws_no_bar(live_server, page, ingest, tmp_path):
+    # 1e308 written out in full widened the run page to 2,957 px at 1280, and a budget of
+    # -5 steps drew "3 of -5" with a full bar (browser audit)
+    recs = [{"type": "run_start", "run_id": "huge", "task_id": "t", "budget": {"max_steps": -5,
+                                                                            "max_runtime_seconds": 1e308}},
+            {"type": "step", "run_id": "huge", "step": 0, "cost_usd": 1e308, "duration_s": 1e308,
+             "critic_outputs": [{"critic": "c", "action": "continue", "score": 1e308}]},
+            {"type": "run_end", "run_id": "huge", "status": "completed", "stop_reason": "final", "cost_usd": 1e308,
+             "elapsed_s": 1e308, "steps": 3}]
+    assert ingest(write_jsonl(tmp_path / "huge.jsonl", recs)).ok
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(live_server.url + "/runs/huge")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    head = page.locator(".run-head").inner_text()
+    assert "$1.0e+308" in head and "2.8e+304 h" in head
+    steps = page.locator(".run-head .gauge", has_text="steps")
+    assert steps.locator(".gauge-track").count() == 0 and "(no limit)" in steps.inner_text()
+    assert page.errors == []
