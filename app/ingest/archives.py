@@ -58,6 +58,15 @@ def safe_entry_name(name: str) -> Optional[str]:
     return posixpath.join(*parts)
 
 
+#: Archives named inside an archive: said to be skipped, never opened.
+NESTED_ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".rar")
+
+
+def _entry_label(label: str, rel: str) -> str:
+    """How an archive entry is named in reports and warnings: `archive.zip/inner/path`."""
+    return f"{label.rstrip('/')}/{rel}"
+
+
 def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery) -> None:
     """Add the trace sources inside the archive at `path` (read later, straight from it)."""
     try:
@@ -83,11 +92,11 @@ def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery
             continue
         rel = safe_entry_name(info.filename)
         if rel is None:
-            out.errors.append((f"{label}!{info.filename}", None, "archive entry skipped: its name points outside the archive"))
+            out.errors.append((_entry_label(label, info.filename), None, "archive entry skipped: its name points outside the archive"))
             continue
         mode = (info.external_attr >> 16) & 0o170000
         if mode and stat.S_ISLNK(mode):
-            out.errors.append((f"{label}!{rel}", None, "archive entry skipped: symbolic link"))
+            out.errors.append((_entry_label(label, rel), None, "archive entry skipped: symbolic link"))
             continue
         too_big = declared_too_big(info, total.limit, out)
         if too_big:
@@ -95,7 +104,7 @@ def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery
             # its own ratio stopped it had used up the whole archive's budget, and the good
             # entries after it were refused too. (zipfile never gives more bytes than an
             # entry declares, and what the entries produce together is still counted.)
-            out.errors.append((f"{label.rstrip('/')}/{rel}", None, too_big))
+            out.errors.append((_entry_label(label, rel), None, too_big))
             continue
         entries.append((rel, info))
     layouts = {posixpath.dirname(rel) for rel, _ in entries if posixpath.basename(rel) in LAYOUT_MARKERS}
@@ -115,6 +124,11 @@ def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery
             unpack.append((rel, info))
         elif is_trace_file(rel):
             out.sources.append(_entry_source(zf, info, rel, label, prefix, total, out))
+        elif rel.lower().endswith(NESTED_ARCHIVES):
+            # other files (notes, reports) are passed over as in a folder; an archive inside
+            # is traces the upload seemed to hold and did not read
+            out.errors.append((_entry_label(label, rel), None, "archive entry skipped: an archive inside an archive "
+                                                               "is not read; upload it on its own"))
     if unpack:
         _unpack(zf, unpack, label, prefix, total, out)
 
@@ -133,7 +147,7 @@ def declared_too_big(info: zipfile.ZipInfo, total_limit: int, out: Discovery) ->
 
 def _entry_source(zf: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str, label: str, prefix: str, total: Budget,
                   out: Discovery) -> Source:
-    entry_label = f"{label.rstrip('/')}/{rel}"
+    entry_label = _entry_label(label, rel)
     gz = rel.lower().endswith(".gz")
     ratio, limit = out.max_archive_ratio, out.max_archive_bytes
 
@@ -160,7 +174,7 @@ def _unpack(zf: zipfile.ZipFile, entries, label: str, prefix: str, total: Budget
     for rel, info in entries:
         target = os.path.join(tmp, *rel.split("/"))
         if not os.path.realpath(target).startswith(real_tmp):
-            out.errors.append((f"{label}!{rel}", None, "archive entry skipped: its name points outside the archive"))
+            out.errors.append((_entry_label(label, rel), None, "archive entry skipped: its name points outside the archive"))
             continue
         entry_ratio = Budget(ratio_limit(info.compress_size, ratio),
                              f"archive entry decompresses to more than {ratio:g} times its compressed size "
@@ -179,11 +193,11 @@ def _unpack(zf: zipfile.ZipFile, entries, label: str, prefix: str, total: Budget
             if exc.args and exc.args[0] == total.message:
                 out.errors.append((label, None, total.message))
                 break
-            out.errors.append((f"{label}!{rel}", None, str(exc)))
+            out.errors.append((_entry_label(label, rel), None, str(exc)))
         except ENTRY_FAILURES as exc:
             _drop(target)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-            out.errors.append((f"{label}!{rel}", None, f"archive entry skipped: cannot unpack it: {reason}"))
+            out.errors.append((_entry_label(label, rel), None, f"archive entry skipped: cannot unpack it: {reason}"))
     walk_folder(tmp, label, prefix, out)
 
 

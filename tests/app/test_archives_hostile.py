@@ -159,7 +159,7 @@ def test_a_crafted_zip_loses_only_what_cannot_be_read_and_the_rest_of_the_upload
         runs = {row["run_id"] for row in c.get("/api/runs").json()["data"]}
         leftovers = list(tempfiles.own_folder().iterdir())
     assert {"longdir", "file-a", "file-b", "plain", "qitos-1"} <= runs
-    assert [e["file"] for e in result["errors"]] == ["crafted.zip!q/" + "e" * 300 + "/x.json"]
+    assert [e["file"] for e in result["errors"]] == ["crafted.zip/q/" + "e" * 300 + "/x.json"]
     assert result["errors"][0]["message"] == "archive entry skipped: cannot unpack it: File name too long"
     assert leftovers == []
 
@@ -186,3 +186,22 @@ def test_stale_temporary_folders_are_removed_at_start(tmp_path):
         pass
     assert not stale.exists()
     assert alive.exists()  # a running process's folder is left alone
+
+
+def test_an_archive_inside_an_archive_is_named_as_skipped_and_other_files_pass_quietly(tmp_path):
+    # A zip of zips read nothing and said nothing: the upload looked empty (browser audit).
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as zf:
+        zf.writestr("run.jsonl", orjson.dumps({"type": "run_start", "run_id": "inner"}) + b"\n")
+    outer = io.BytesIO()
+    with zipfile.ZipFile(outer, "w") as zf:
+        zf.writestr("night/inner.zip", inner.getvalue())
+        zf.writestr("notes.txt", b"what we ran")
+        zf.writestr("run.jsonl", orjson.dumps({"type": "run_start", "run_id": "outer"}) + b"\n")
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        r = c.post("/api/traces", params={"wait": "true"}, files=[("files", ("zips.zip", outer.getvalue()))])
+        assert r.status_code == 200, r.text
+        result = r.json()
+        assert [row["run_id"] for row in c.get("/api/runs").json()["data"]] == ["outer"]
+    assert result["errors"] == [{"file": "zips.zip/night/inner.zip", "line": None, "message":
+                                 "archive entry skipped: an archive inside an archive is not read; upload it on its own"}]
