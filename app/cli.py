@@ -145,7 +145,7 @@ def _print_report(report: Any, as_json: bool) -> None:
             click.echo(str(issue), err=True)
         for issue in report.warnings:
             click.echo(f"warning: {issue}", err=True)
-        unchanged = report.unchanged - report.run_ids
+        unchanged = report.runs_unchanged
         click.echo(
             f"{plural(report.records, 'record')} from {plural(report.files, 'file')}: "
             f"{plural(len(report.run_ids), 'run')} ({len(report.created)} new), {len(report.errors)} rejected"

@@ -206,8 +206,8 @@ def upload_result(report: IngestReport, received: Received) -> dict[str, Any]:
         "files": [{"name": label, "bytes": size} for label, _p, size in received.files],
         "records": report.records,
         "runs_created": sorted(report.created),
-        "runs_updated": sorted(report.run_ids - report.created),
-        "runs_unchanged": sorted(report.unchanged - report.run_ids),
+        "runs_updated": report.runs_updated,
+        "runs_unchanged": report.runs_unchanged,
         "rejected": [str(e) for e in errors],
         "errors": [e.to_json() for e in errors],
         # Same shape as `errors` (and the CLI's report): {file, line, message}.

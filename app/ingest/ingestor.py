@@ -150,6 +150,16 @@ class IngestReport:
     def ok(self) -> bool:
         return not self.errors and not self.missing
 
+    @property
+    def runs_updated(self) -> list[str]:
+        """Runs that existed and were given something new."""
+        return sorted(self.run_ids - self.created)
+
+    @property
+    def runs_unchanged(self) -> list[str]:
+        """Runs another source began that this one gave nothing (a run changed by a later batch is not one)."""
+        return sorted(self.unchanged - self.run_ids)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "files": self.files,
@@ -158,8 +168,8 @@ class IngestReport:
             "errors": [e.to_json() for e in self.errors],
             "warnings": [w.to_json() for w in self.warnings],
             "runs_created": sorted(self.created),
-            "runs_updated": sorted(self.run_ids - self.created),
-            "runs_unchanged": sorted(self.unchanged - self.run_ids),
+            "runs_updated": self.runs_updated,
+            "runs_unchanged": self.runs_unchanged,
             "nothing_found": list(self.empty),
         }
 
