@@ -811,7 +811,8 @@ def _run_end(task: dict[str, Any], *, run_id: str, status_key: Optional[str], st
             "failure_report": report or None}
 
 
-def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: dict[str, Any]) -> list[dict[str, Any]]:
+def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: dict[str, Any],
+                read_from: str = "run.json (the row has no task.json)") -> list[dict[str, Any]]:
     """The v1 records of a run.json row that has no task.json (coder_eval counts it in
     `tasks_run`: a task that failed before it could be recorded, e.g. "docker daemon is not
     responding"). The row is a flat summary: its status, tokens (`input_tokens` there is
@@ -827,7 +828,7 @@ def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: d
                     "cache_read_input_tokens": row.get("cache_read_input_tokens")})
     replicate = _int(row.get("replicate_index")) or 0
     metadata = {k: v for k, v in {
-        "source": "coder_eval", "final_status": status, "read_from": "run.json (the row has no task.json)",
+        "source": "coder_eval", "final_status": status, "read_from": read_from,
         "experiment_id": context.get("experiment_id"), "experiment_description": context.get("description"),
         "results_run_id": context.get("results_run_id"), "framework_version": context.get("framework_version"),
         "agent_wall_ms": row.get("agent_wall_ms"), "setup_ms": row.get("setup_ms"), "grading_ms": row.get("grading_ms"),
@@ -1128,10 +1129,10 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
     def produce() -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
         doc, err = read_json_document(path, MAX_TASK_JSON)
         if err:
-            return [], [(None, err)]
+            return _row_instead(err)
         if not isinstance(doc, dict) or not (doc.get("final_status") is not None or "success_criteria_results" in doc
                                              or "iterations" in doc or "turns" in doc):
-            return [], [(None, "not a coder_eval task.json: no final_status, success_criteria_results or iterations")]
+            return _row_instead("not a coder_eval task.json: no final_status, success_criteria_results or iterations")
         # Fields of the wrong type are read as not given, each named in a warning on the run.
         doc, notes = conform_task(doc)
         try:
@@ -1144,10 +1145,31 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
                                    replicate=replicate, context={**ctx, "row": ctx["rows"].get(key) if key else None},
                                    notes=notes)
         except Exception as exc:  # noqa: BLE001 -- a shape no check foresaw: this file is refused, never the ingest
-            return [], [(None, f"could not read this task.json ({type(exc).__name__}: {str(exc)[:200]}); "
-                               "the other files are read")]
+            return _row_instead(f"could not read this task.json ({type(exc).__name__}: {str(exc)[:200]}); "
+                                "the other files are read")
         src.notes.extend((run_id, n) for n in notes)
         return records, []
+
+    def _row_instead(err: str) -> tuple[list[dict[str, Any]], list[tuple[Optional[int], str]]]:
+        """The file's error, and the run from its run.json row when its results folder has one:
+        coder_eval counts that task in the experiment all the same, so a task.json cut short
+        or mangled must not take its run out of the comparison."""
+        root = _results_root(os.path.dirname(path), bound)
+        if root is None:
+            return [], [(None, err)]
+        ctx = contexts.of(root)
+        for variant, task_id, replicate in sorted(_task_keys(path, root)):
+            key = row_key(ctx["rows"], variant, task_id, replicate)
+            if key is None:
+                continue
+            run_id = make_run_id(ctx.get("results_run_id") or "coder_eval", variant, task_id, replicate)
+            experiment = (ctx.get("experiment_id") or ctx.get("results_run_id") or "coder_eval")[:400]
+            said = "its task.json could not be read: the run is its run.json row (status, score, tokens and cost; no steps)"
+            src.notes.extend((run_id, n) for n in [said, *ctx.get("row_notes", {}).get(key, [])])
+            return (row_records(ctx["rows"][key], run_id=run_id, experiment=experiment, context=ctx,
+                                read_from="run.json (its task.json could not be read)"),
+                    [(None, f"{err}; its run.json row is read instead")])
+        return [], [(None, err)]
 
     try:
         size = os.path.getsize(path)

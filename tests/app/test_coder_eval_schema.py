@@ -190,6 +190,45 @@ def test_a_task_json_that_is_no_object_or_no_json_is_one_error_and_the_others_ar
     assert sorted(e.file.rsplit("/", 3)[-3] for e in report.errors) == ["cut", "list"]
 
 
+def test_a_task_json_that_cannot_be_read_keeps_its_run_from_the_run_json_row(ingest, client, tmp_path):
+    # coder_eval counts the task in the experiment from its run.json row; a task.json cut
+    # short (or not a task.json) used to take the run out of the board and its comparison.
+    root = tmp_path / "2026-09-09_09-09-09"
+    whole = orjson.dumps(task("t1", status="FAILURE", score=0.25, iterations=[turns_of(4)]))
+    cut = write(root, whole[:60], variant="v", folder="t1")
+    write(root, b"[1, 2]", variant="v", folder="t2")
+    rows = [{"task_id": "t1", "replicate_index": 0, "variant_id": "v", "status": "FAILURE", "weighted_score": 0.25,
+             "input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 7,
+             "total_cost_usd": 0.75, "total_turns": 4, "duration": 12.0},
+            {"task_id": "t2", "replicate_index": 0, "variant_id": "v", "status": "SUCCESS", "weighted_score": 1.0}]
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": root.name, "task_results": rows}))
+    report = ingest(root)
+    said = {e.file.rsplit("/", 3)[-3]: e.message for e in report.errors}
+    assert sorted(said) == ["t1", "t2"]
+    assert said["t1"].startswith("invalid JSON") and said["t1"].endswith("; its run.json row is read instead")
+    assert said["t2"] == ("not a coder_eval task.json: no final_status, success_criteria_results or iterations; "
+                          "its run.json row is read instead")
+    assert report.created == {f"{root.name}/v/t1/00", f"{root.name}/v/t2/00"}
+    run = api_run(client, f"{root.name}/v/t1/00")["run"]
+    # 100 uncached + 3 written + 7 read in, 20 out; the row's turns are its steps
+    assert (run["verdict"], run["score"], run["cost_usd"], run["tokens_input"], run["tokens_total"], run["steps"],
+            run["elapsed_s"]) == ("fail", 0.25, 0.75, 110, 130, 4, 12.0)
+    assert run["warnings"] == ["its task.json could not be read: the run is its run.json row "
+                               "(status, score, tokens and cost; no steps)"]
+    assert api_run(client, f"{root.name}/v/t2/00")["run"]["verdict"] == "pass"
+    # written in full, the task.json is the whole record of the same run: its steps, no warning
+    cut.write_bytes(whole)
+    report = ingest(root)
+    assert report.errors == []  # t2, unchanged, is not read again
+    assert report.created == set()
+    run = api_run(client, f"{root.name}/v/t1/00")["run"]
+    assert (run["verdict"], run["steps"], run["cost_usd"]) == ("fail", 4, 0.75)
+    assert [w.split(":")[0] for w in run["warnings"]] == [f"run '{root.name}/v/t1/00' was loaded again from the new "
+                                                          f"version of {cut}"]
+    assert [s["step"] for s in steps_of(client, f"{root.name}/v/t1/00")] == [1, 2, 3, 4]
+    assert client.get("/api/runs").json()["stats"]["runs"] == 2
+
+
 def test_a_run_json_or_experiment_json_that_cannot_be_read_is_one_error_each_and_the_tasks_are_read(
         ingest, client, tmp_path):
     root = tmp_path / "2026-08-08_08-08-08"
