@@ -12,6 +12,7 @@ from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -165,6 +166,13 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     for router in ROUTERS:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:
+        """The board's icon where a browser looks for one unasked: on the JSON and Markdown
+        twins, which carry no `<link rel=icon>` (each used to log a 404)."""
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml",
+                            headers={"cache-control": "public, max-age=86400"})
 
     app.state.security = guard = Guard(settings)
     app.add_middleware(SecurityMiddleware, settings=settings, guard=guard)

@@ -49,7 +49,7 @@ HEADERS = [
 ]
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 SESSION_COOKIE = "qita_session"
-OPEN_PATHS = frozenset({"/login", "/logout", "/api/health"})
+OPEN_PATHS = frozenset({"/login", "/logout", "/api/health", "/favicon.ico"})
 OPEN_PREFIXES = ("/static/",)
 #: The window failed sign-ins are counted over.
 FAILURE_WINDOW_S = 60.0

@@ -124,6 +124,9 @@ def test_read_auth_makes_every_read_need_the_token(tmp_path):
         assert c.get("/login").status_code == 200
         assert c.get("/api/health").json() == {"status": "ok"}
         assert c.get("/static/app.css").status_code == 200
+        icon = c.get("/favicon.ico")  # asked by the browser on a JSON twin, with no link to follow
+        assert (icon.headers["content-type"], icon.content) == (
+            "image/svg+xml", (Path(__file__).resolve().parents[2] / "static" / "favicon.svg").read_bytes())
         assert c.get("/loginx").status_code == 401  # exact paths only, not prefixes
         assert c.get("/api/runs", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
 

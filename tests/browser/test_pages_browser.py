@@ -289,3 +289,11 @@ def test_counts_of_one_read_in_the_singular(live_server, page, tmp_path):
     page.goto(live_server.url + "/pair?a=smoke-1&b=e2e-1")
     assert page.locator(".pair-side p.muted").first.inner_text().startswith("1 step · 1 tool call · tokens unknown · ")
     assert page.errors == []
+
+
+def test_the_icon_a_browser_asks_for_unlinked_is_the_boards(live_server, page):
+    # A JSON or Markdown twin links no icon, so a browser asks /favicon.ico (it was a 404).
+    response = page.goto(live_server.url + "/favicon.ico")
+    assert (response.status, response.headers["content-type"]) == (200, "image/svg+xml")
+    assert page.locator("svg rect").get_attribute("fill") == "#0b5cad"  # drawn as the pages' own icon
+    assert page.errors == []
