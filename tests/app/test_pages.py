@@ -139,8 +139,21 @@ def test_state_badges(tmp_path, ingest, client, settings):
     assert badge["class"] == ["badge", "state", "state-finished"] and text(badge) == "finished"
     state = client.get("/api/runs/open").json()["run"]["state"]
     assert state in ("running", "abandoned")
-    badge = one(client.get("/runs/open").text, ".run-head .badge.state")
+    doc = page(client.get("/runs/open").text)
+    badge = one(doc, ".run-head .badge.state")
     assert badge["class"] == ["badge", "state", f"state-{state}"] and text(badge) == state
+    # a run still going is not said to have ended; one given up on never said why
+    ended = doc.select(".run-head .ended-by")
+    assert [text(e) for e in ended] == ([] if state == "running" else ["stop reason not recorded"])
+
+
+def test_a_run_that_ended_without_a_stop_reason_is_not_said_to_be_ended_by_one(tmp_path, ingest, client):
+    # it read "ended by no stop reason"
+    assert ingest(write_jsonl(tmp_path / "q.jsonl", run_records("quiet", stop_reason=None))).ok
+    assert client.get("/api/runs/quiet").json()["run"]["stop_reason"] is None
+    doc = page(client.get("/runs/quiet").text)
+    assert text(one(doc, ".run-head .ended-by")) == "stop reason not recorded"
+    assert "stop-none" in one(doc, ".run-head .ended-by .badge.stop")["class"]
 
 
 def test_gauges_early_stop_panel_and_markers(tmp_path, ingest, client):

@@ -297,3 +297,13 @@ def test_the_icon_a_browser_asks_for_unlinked_is_the_boards(live_server, page):
     assert (response.status, response.headers["content-type"]) == (200, "image/svg+xml")
     assert page.locator("svg rect").get_attribute("fill") == "#0b5cad"  # drawn as the pages' own icon
     assert page.errors == []
+
+
+def test_a_run_that_ended_without_saying_why_reads_so(live_server, page, ingest, tmp_path):
+    assert ingest(write_jsonl(tmp_path / "q.jsonl", run_records("quiet", stop_reason=None)
+                              + run_records("said", stop_reason="budget_steps"))).ok
+    page.goto(live_server.url + "/runs/quiet")
+    assert " ".join(page.locator(".run-head .ended-by").inner_text().split()) == "stop reason not recorded"
+    page.goto(live_server.url + "/runs/said")
+    assert " ".join(page.locator(".run-head .ended-by").inner_text().split()) == "ended by step budget"
+    assert page.errors == []
