@@ -8,6 +8,7 @@ import threading
 import orjson
 import pytest
 
+from tests.browser.test_pages_browser import until
 from tests.browser.test_upload_browser import TRACE
 
 
@@ -40,6 +41,31 @@ def test_a_queued_upload_shows_its_state_and_can_be_cancelled(live_server, page)
     page.get_by_role("button", name="Upload").click()
     page.locator(".upload-result .runs-created a").wait_for()
     assert page.locator(".upload-result .runs-created a").inner_text() == "browser/run"
+    assert page.errors == []
+
+
+def test_the_keyboard_keeps_its_place_while_an_upload_polls_and_after_cancel(live_server, page):
+    # The pending component is swapped every 700 ms: the Cancel button lost the focus to
+    # <body> at each poll, and after Cancel the keyboard started again from the top.
+    writer = live_server.app.state.writer
+    release = threading.Event()
+    writer.submit("blocker", lambda job, ingestor: release.wait(60), owner="blocker")
+    try:
+        page.goto(live_server.url + "/upload")
+        body = orjson.dumps({"type": "run_start", "run_id": "kb"}) + b"\n"
+        page.set_input_files("#files", files=[{"name": "kb.jsonl", "mimeType": "application/x-ndjson", "buffer": body}])
+        page.get_by_role("button", name="Upload").click()
+        page.locator("#upload-cancel").focus()
+        polls = page.evaluate("window.__polls = 0; document.body.addEventListener('htmx:afterSettle', "
+                              "() => window.__polls++); window.__polls")
+        assert polls == 0
+        until(page, "window.__polls >= 2")  # swapped twice while waiting for its turn
+        assert page.evaluate("document.activeElement.id") == "upload-cancel"
+        page.keyboard.press("Enter")
+        page.locator("#upload-cancelled").wait_for()
+        until(page, "document.activeElement.id === 'upload-cancelled'")
+    finally:
+        release.set()
     assert page.errors == []
 
 
