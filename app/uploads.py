@@ -23,7 +23,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from . import tempfiles
 from .errors import BoardError
 from .ingest import IngestIssue, IngestReport, Stopped
-from .ingest.sources import UPLOAD_KEY_PREFIX
+from .ingest.sources import UPLOAD_KEY_PREFIX, upload_name
 from .removal import after_upload
 
 #: Accepted names and the suffix the stored copy gets (which tells ingest how to read it).
@@ -63,6 +63,16 @@ class Received:
     files: list[tuple[str, str, int]] = field(default_factory=list)  # (label, stored path, bytes)
     rejected: list[IngestIssue] = field(default_factory=list)
     total: int = 0
+    names: set[str] = field(default_factory=set)  # the labels given so far, each once
+
+    def label_for(self, name: str) -> str:
+        """`name`, or `NAME (2)`, `NAME (3)`… when a file of this upload already has it."""
+        label, n = name, 1
+        while label in self.names:
+            n += 1
+            label = upload_name(name, n)
+        self.names.add(label)
+        return label
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -118,7 +128,7 @@ class _Collector:
             return
         if len(self.out.files) >= MAX_FILES:
             raise BoardError(f"too many files in one upload (at most {MAX_FILES})", status=413)
-        self.label = name
+        self.label = self.out.label_for(name)
         self.path = os.path.join(self.out.folder, f"{len(self.out.files)}{suffix}")
         self.fh = open(self.path, "xb")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -24,6 +25,27 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
 #: How the keys of uploaded sources begin (`ingest_paths(key_prefix=...)` for uploads).
 UPLOAD_KEY_PREFIX = "upload:"
+
+#: The extension of a name, `.gz` with the one before it (`t.jsonl.gz`).
+_EXTENSION = re.compile(r"(\.[^./ ]+(?:\.gz)?)$", re.I)
+#: A second file of one name in an upload is `NAME (2)`, before its extension (upload_name).
+_NUMBERED = re.compile(r" \((\d+)\)(?=(\.[^./ ]+(?:\.gz)?)?$)", re.I)
+
+
+def upload_name(name: str, n: int) -> str:
+    """The `n`th file called `name` in one upload (n >= 2), as a browser names a second
+    download: `task.json` -> `task (2).json`. An upload's files are told apart by name (it
+    is their identity, `upload:NAME`): coder_eval writes every task's file as task.json, and
+    two of them in one upload were taken for two versions of one file."""
+    found = _EXTENSION.search(name)
+    cut = found.start() if found else len(name)
+    return f"{name[:cut]} ({n}){name[cut:]}"
+
+
+def unnumbered(name: str) -> str:
+    """The name a file had before upload_name numbered it (`task (2).json` -> `task.json`),
+    for what the name itself says: a coder_eval task.json, run.json or experiment.json."""
+    return _NUMBERED.sub("", name, count=1)
 
 
 def text_name(name: str) -> str:
@@ -258,7 +280,7 @@ def _json_document(path: str, label: str, key_prefix: Optional[str], out: Discov
     from .coder_eval import task_json_source
 
     # The name as given: an upload's stored copy has a name the board made.
-    name = label.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    name = unnumbered(label.replace("\\", "/").rsplit("/", 1)[-1].lower())
     if name in SUMMARY_JSON:
         out.empty.append(label)
         out.errors.append((label, None, f"coder_eval's {name} summarizes a results folder and holds no run itself: "

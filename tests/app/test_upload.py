@@ -88,6 +88,31 @@ def test_same_file_twice_changes_nothing(client):
     assert client.get("/api/runs").json()["count"] == 1
 
 
+def test_files_of_one_name_in_one_upload_are_told_apart_and_a_second_upload_is_nothing_new(client):
+    # coder_eval names every task's file task.json: two in one upload were taken for two
+    # versions of one file, so the same upload again said both runs were updated.
+    from tests.app.test_coder_eval_schema import task
+
+    smoke, e2e = orjson.dumps(task("t1", "smoke")), orjson.dumps(task("t1", "e2e", status="FAILURE", score=0.0))
+    other = lines({"type": "run_start", "run_id": "other"}, b"[1]")
+    files = [("task.json", smoke), ("task.json", e2e), ("t.jsonl", GOOD), ("t.jsonl", other), ("task.json", b"{"),
+             ("run.json", b"{}"), ("run.json", b"{}")]
+    body = post(client, *files).json()
+    assert [f["name"] for f in body["files"]] == ["task.json", "task (2).json", "t.jsonl", "t (2).jsonl",
+                                                  "task (3).json", "run.json", "run (2).json"]
+    # a numbered name is still what it was: a second run.json is a summary too
+    assert [e.split(": ", 1)[1].startswith("coder_eval's run.json summarizes") for e in body["rejected"]
+            if e.startswith("run")] == [True, True]
+    assert [run.split("/", 1)[1] for run in sorted(body["runs_created"]) if "/t1/" in run] == [
+        "e2e/t1/00", "smoke/t1/00"]
+    assert "up/1" in body["runs_created"] and "other" in body["runs_created"]
+    # each message names the file it is about
+    assert "t (2).jsonl:2: not a JSON object (got an array)" in body["rejected"]
+    assert [e for e in body["rejected"] if e.startswith("task (3).json: ")] != []
+    again = post(client, *files[:5]).json()  # (a summary given alone is refused every time: not "nothing new")
+    assert (again["records"], again["runs_created"], again["runs_updated"], again["unchanged"]) == (0, [], [], True)
+
+
 def test_several_files_at_once_gzip_and_error_labels_never_show_server_paths(client):
     gz = gzip.compress(lines({"type": "run_start", "run_id": "gz-run"}, b"[1]",
                              {"type": "run_end", "run_id": "gz-run", "status": "completed"}))

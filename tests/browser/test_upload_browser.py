@@ -115,3 +115,20 @@ def test_upload_with_no_file_chosen_says_so_without_a_request(live_server, page)
     assert page.locator("#upload-status").inner_text() == "Choose a file first, or drop one on the box above."
     assert not [r for r in requests if r.startswith("POST")]
     assert page.errors == []
+
+
+def test_two_files_of_one_name_in_one_upload_are_two_files(live_server, page):
+    # Two versions of one "same.jsonl" in one pick: both runs are made, and the bad line
+    # is named by the file it is in (the second is "same (2).jsonl").
+    first = _version("first file", 1.0).replace(b"browser/v", b"browser/a")
+    second = _version("second file", 0.0).replace(b"browser/v", b"browser/b") + b"[1]\n"
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "same.jsonl", "mimeType": "application/x-ndjson", "buffer": first},
+                                          {"name": "same.jsonl", "mimeType": "application/x-ndjson", "buffer": second}])
+    page.get_by_role("button", name="Upload").click()
+    result = page.locator(".upload-result")
+    result.wait_for()
+    assert sorted(result.locator(".runs-created a").all_inner_texts()) == ["browser/a", "browser/b"]
+    lines = len(second.splitlines())
+    assert result.locator(".rejected").inner_text() == f"same (2).jsonl:{lines}: not a JSON object (got an array)"
+    assert page.errors == []
