@@ -297,3 +297,15 @@ def test_templates_stay_those_the_process_started_with():
     from qita_board.render import make_templates
 
     assert make_templates().env.auto_reload is False
+
+
+def test_a_critic_action_the_engine_does_not_know_is_shown_as_given_and_flagged(tmp_path, ingest, client):
+    # docs/trace-format.md: any other value is shown as given and counts as continue
+    outputs = [[{"critic": "odd", "action": "escalate", "reason": "r"}, {"critic": "plain", "action": "retry"}]]
+    assert ingest(write_jsonl(tmp_path / "a.jsonl", run_records("acts", steps=1, critic_outputs=outputs))).ok
+    doc = page(client.get("/runs/acts").text)
+    odd, plain = doc.select("article#step-0 table.critics tbody tr td .badge.action")
+    assert text(odd) == "unknown escalate" and text(odd.select_one(".badge-flag")) == "unknown"
+    assert odd["class"] == ["badge", "action", "action-continue", "action-unknown"]
+    assert odd["title"] == "not continue, stop or retry: the run acts on it as continue"
+    assert (text(plain), plain["class"], plain.get("title")) == ("retry", ["badge", "action", "action-retry"], None)

@@ -270,3 +270,13 @@ def test_show_all_by_keyboard_keeps_the_focus_on_the_value_it_brought(live_serve
     until(page, "!!document.activeElement && document.activeElement.classList.contains('long-full')", timeout_s=5)
     assert page.evaluate("window.getSelection().toString()") == ""
     assert page.errors == []
+
+
+def test_a_critic_action_the_engine_does_not_know_reads_as_unknown(live_server, page, ingest, tmp_path):
+    outputs = [[{"critic": "odd", "action": "escalate", "reason": "r"}]]
+    assert ingest(write_jsonl(tmp_path / "a.jsonl", run_records("acts", steps=1, critic_outputs=outputs))).ok
+    page.goto(live_server.url + "/runs/acts")
+    badge = page.locator("article#step-0 table.critics .badge.action")
+    assert badge.inner_text() == "UNKNOWN escalate"  # the flag is set in capitals
+    assert badge.get_attribute("title") == "not continue, stop or retry: the run acts on it as continue"
+    assert page.errors == []
