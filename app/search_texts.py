@@ -19,6 +19,9 @@ RUN_FIELDS = ("run_id", "task_id", "experiment", "variant", "model", "objective"
 #: JSON columns whose top-level strings search finds a run by: its metadata (e.g. coder_eval's
 #: experiment description) and its end record (e.g. an error message), masked by key.
 RUN_DATA_FIELDS = ("meta", "end_record")
+#: Keys of those that are the record's framing, not what the run said: every finished
+#: run's end record holds `"type": "run_end"`, so `run_end` (or `_`) found every run.
+FRAMING_KEYS = frozenset({"type", "run_id", "ts"})
 #: How much of one text is searchable: a page shows 2,000 characters of an objective.
 TEXT_CHARS = 4096
 
@@ -95,5 +98,6 @@ def run_texts(run: Any) -> list[str]:
             # it looks like), as masking the whole value would mask it; what lies deeper is not
             # searched, so it is not masked either (the fields of 1,730 five-step runs took
             # 0.20 s to mask with the whole values masked, 0.13 s so: docs/performance.md).
-            texts += [searchable(mask_at(v, (k,))) for k, v in data.items() if isinstance(v, str)]
+            texts += [searchable(mask_at(v, (k,))) for k, v in data.items()
+                      if isinstance(v, str) and k not in FRAMING_KEYS]
     return [no_nul(t) for t in texts if t]

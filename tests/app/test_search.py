@@ -35,7 +35,7 @@ def runs(tmp_path, ingest):
          "critic_outputs": [{"critic": "verifier", "action": "retry", "reason": "pytest returncode was 1"}]},
         {"type": "step", "run_id": "walker", "step": 1,
          "tool_invocations": [{"tool_name": "open_browser_tab", "status": "ok"}]},
-        {"type": "run_end", "run_id": "walker", "status": "completed", "stop_reason": "final",
+        {"type": "run_end", "run_id": "walker", "status": "completed", "stop_reason": "final", "ts": "2026-05-05T05:05:05Z",
          "error_message": "sandbox quota exhausted"},
         {"type": "run_start", "run_id": "described", "experiment": "exp-blue", "variant": "smoke", "model": "model-kappa",
          "metadata": {"experiment_description": "early stopping flavour", "password": "plainwordsecret"}},
@@ -55,6 +55,12 @@ def test_critic_reasons_tool_names_and_error_texts_are_searchable(runs, client):
     assert found(client, "stopping flav") == {"described"}  # metadata: coder_eval's experiment description
     assert found(client, "exp-blue") == found(client, "model-kap") == {"described"}
     assert found(client, "plainword") == set()  # a value under a secret key, masked by where it lives
+
+
+def test_the_end_records_framing_finds_no_run(runs, client):
+    # every finished run's end record holds "type": "run_end": it found them all
+    assert found(client, "run_end") == found(client, "05:05:05") == set()
+    assert found(client, "walk") == {"walker"}  # its id, from the run's own fields
 
 
 def test_no_query_reads_a_masked_secret(runs, client):
