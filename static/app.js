@@ -91,6 +91,7 @@
   }
   // A previous / next button that opened the run elsewhere has the focus again there.
   var WALK_FOCUS = "qita-walk-focus";
+  var FILTER_FOCUS = "qita-filter-focus";
   function remember(key, value) {
     try { window.sessionStorage.setItem(key, value); } catch (e) { /* storage off: the focus is lost, nothing else */ }
   }
@@ -168,7 +169,9 @@
   document.addEventListener("keydown", function (ev) {
     if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     var t = ev.target;
-    if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
+    // Keys typed into a field are its own; a ticked box (the step filter keeps the focus) types nothing.
+    var typed = t && t.tagName === "INPUT" && !/^(checkbox|radio|button|submit|reset)$/.test(t.type);
+    if (t && (typed || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
     if (ev.key === "j") { go(1); ev.preventDefault(); }
     else if (ev.key === "k") { go(-1); ev.preventDefault(); }
     else if (ev.key === "n") { jump(1); ev.preventDefault(); }
@@ -233,10 +236,21 @@
   document.body && init();
   function init() {
     // The step filter applies as soon as a box is ticked; "expand all" needs this script.
+    // The page it loads gives the focus back to that box, so Space can be pressed again
+    // (it fell to the top of the page).
     document.body.addEventListener("change", function (ev) {
       var box = ev.target;
-      if (box && box.name === "only" && box.form && box.form.classList.contains("step-filter")) box.form.submit();
+      if (box && box.name === "only" && box.form && box.form.classList.contains("step-filter")) {
+        remember(FILTER_FOCUS, box.value);
+        box.form.submit();
+      }
     });
+    var ticked = recall(FILTER_FOCUS);
+    if (ticked !== null) {
+      var again = Array.prototype.filter.call(document.querySelectorAll(".step-filter input[name=only]"),
+                                              function (b) { return b.value === ticked; })[0];
+      if (again) again.focus({ preventScroll: true });
+    }
     var expand = document.querySelector(".step-filter .expand-all");
     if (expand) {
       expand.hidden = false;

@@ -169,6 +169,26 @@ def test_n_and_p_walk_the_steps_worth_a_look_and_the_filter_shows_only_them(boar
     assert page.errors == []
 
 
+def test_the_step_filter_by_keyboard_keeps_its_focus_on_the_box(board, page, live_server):
+    # Space ticks a box and the page loads filtered: the focus fell to the top of the page,
+    # so the next Space scrolled it instead of ticking the box off again.
+    page.goto(live_server.url + "/runs/walk%2F1")
+    box = page.get_by_label("a critic said retry or stop")
+    box.focus()
+    page.keyboard.press("Space")
+    page.wait_for_url("**only=critic**")
+    until(page, "document.activeElement && document.activeElement.value === 'critic'")
+    assert [a.get_attribute("id") for a in page.locator("article.step").all()] == ["step-1", "step-3"]
+    page.keyboard.press("n")  # a ticked box types nothing: n still walks
+    until(page, "(document.querySelector('article.step.current') || {}).id === 'step-1'")
+    page.get_by_label("a critic said retry or stop").focus()
+    page.keyboard.press("Space")  # and off again
+    until(page, "!location.search.includes('only=')")
+    until(page, "document.querySelectorAll('article.step').length === 6")
+    until(page, "document.activeElement && document.activeElement.value === 'critic' && !document.activeElement.checked")
+    assert page.errors == []
+
+
 @pytest.mark.parametrize("width,height", SIZES)
 def test_a_300_step_run_jumps_straight_to_its_retries(board, browser, live_server, width, height):
     context = browser.new_context(viewport={"width": width, "height": height})
