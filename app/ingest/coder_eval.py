@@ -1162,8 +1162,7 @@ def _source(path: str, label: str, key_prefix: Optional[str], contexts: _Context
             key = row_key(ctx["rows"], variant, task_id, replicate)
             if key is None:
                 continue
-            run_id = make_run_id(ctx.get("results_run_id") or "coder_eval", variant, task_id, replicate)
-            experiment = (ctx.get("experiment_id") or ctx.get("results_run_id") or "coder_eval")[:400]
+            run_id, experiment = _row_identity(ctx, variant, task_id, replicate)
             said = "its task.json could not be read: the run is its run.json row (status, score, tokens and cost; no steps)"
             src.notes.extend((run_id, n) for n in [said, *ctx.get("row_notes", {}).get(key, [])])
             return (row_records(ctx["rows"][key], run_id=run_id, experiment=experiment, context=ctx,
@@ -1206,6 +1205,12 @@ def _holder_name(label: str, task_id: Optional[str] = None) -> Optional[str]:
     return name or None
 
 
+def _row_identity(ctx: dict[str, Any], variant: str, task_id: str, replicate: int) -> tuple[str, str]:
+    """(run id, experiment) of the run a run.json row stands for in results folder `ctx`."""
+    results = ctx.get("results_run_id") or "coder_eval"
+    return make_run_id(results, variant, task_id, replicate), (ctx.get("experiment_id") or results)[:400]
+
+
 def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]], folder: str, label: str,
                  key_prefix: Optional[str], stamp: Callable[[], bytes]) -> list[Source]:
     """A source per run.json row of results folder `root` whose task.json was not found.
@@ -1222,9 +1227,7 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
         expected = os.path.join(root, variant or "default", *str(task_id).split("/"), f"{replicate:02d}", TASK_FILE)
         rel = os.path.relpath(expected, folder).replace(os.sep, "/")
         src_label = join_label(label, rel)
-        results = ctx.get("results_run_id") or "coder_eval"
-        run_id = make_run_id(results, variant or "default", task_id, replicate)
-        experiment = (ctx.get("experiment_id") or results)[:400]
+        run_id, experiment = _row_identity(ctx, variant or "default", task_id, replicate)
 
         src = Source(key=key_for(run_json, join_label(label, os.path.relpath(run_json, folder)), key_prefix)
                      + f"#{variant}/{task_id}/{replicate:02d}",
