@@ -152,22 +152,34 @@ def fmt_usd(value: Any) -> str:
     return f"${v:,.4f}" if v < 1 else f"${v:,.2f}"
 
 
-def fmt_dt(value: Any) -> str:
-    """A stored time (always UTC) to the second, saying so."""
+#: Producers whose run times name no zone: coder_eval's result models stamp them with
+#: `datetime.now` (its machine's local clock) and its own report prints them bare
+#: (run.md: "**Date**: 2026-12-01 02:27:21"). The board shows them as written, not as UTC.
+ZONELESS_SOURCES = frozenset({"coder_eval"})
+
+
+def fmt_dt(value: Any, source: Optional[str] = None) -> str:
+    """A stored time (always UTC) to the second, saying so; the time of a run from a
+    producer in ZONELESS_SOURCES as it wrote it, with no zone."""
     if value is None:
         return "—"
     if isinstance(value, datetime):
+        if source in ZONELESS_SOURCES:
+            return value.strftime("%Y-%m-%d %H:%M:%S")
         if value.tzinfo is not None:
             value = value.astimezone(timezone.utc)
         return value.strftime("%Y-%m-%d %H:%M:%S") + " UTC"
     return str(value)
 
 
-def fmt_iso(value: Any) -> str:
-    """A stored time as full ISO 8601 with its UTC offset (for a title attribute)."""
+def fmt_iso(value: Any, source: Optional[str] = None) -> str:
+    """A stored time as full ISO 8601 with its UTC offset (for a title attribute); with no
+    offset for a run from a producer in ZONELESS_SOURCES (HTML reads that as local time)."""
     if value is None:
         return ""
     if isinstance(value, datetime):
+        if source in ZONELESS_SOURCES:
+            return value.replace(tzinfo=None).isoformat()
         return (value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)).isoformat()
     return str(value)
 

@@ -72,6 +72,7 @@ def make_templates() -> Jinja2Templates:
         walk_labels=walk.KIND_LABELS,
         walk_union=walk.union,
         early_stop_reason_labels=present.EARLY_STOP_REASON_LABELS,
+        zoneless_sources=present.ZONELESS_SOURCES,
         flag_labels=FLAG_LABELS,
         gauge=present.gauge,
         suggested_pair=present.suggested_pair,

@@ -1091,3 +1091,24 @@ def test_the_lower_bound_column_reads_a_meta_that_is_not_json_as_unknown(engine)
         conn.exec_driver_sql("INSERT INTO m VALUES " + ",".join("(?)" for _ in metas), tuple(metas))
         got = [r[0] for r in conn.execute(select(_CostIncomplete(rows.c.meta, ("cost_complete",))).select_from(rows))]
     assert [bool(g) for g in got] == [True, False, False, False, False, False, False]
+
+
+def test_a_runs_times_are_shown_as_coder_eval_wrote_them_with_no_zone(ingest, client, tmp_path):
+    # coder_eval stamps times with datetime.now (its machine's local clock; results.py) and
+    # its own report prints them bare: the board wrote them with "UTC" after them.
+    root = tmp_path / "clock"
+    write(root, task("t1"))  # started 2026-01-02T03:04:05, completed 03:04:09
+    assert ingest(root).errors == []
+    doc = page(client.get("/runs/" + quote("clock/v/t1/00", safe="")).text)
+    started, ended = doc.select(".run-head .meta time")
+    assert (text(started), started["datetime"]) == ("2026-01-02 03:04:05", "2026-01-02T03:04:05")
+    assert (text(ended), ended["datetime"]) == ("2026-01-02 03:04:09", "2026-01-02T03:04:09")
+    assert started["title"] == "2026-01-02T03:04:05 (coder_eval writes its machine's local time, with no zone)"
+    listed = one(page(client.get("/runs").text), "table.runs tbody time")
+    assert (text(listed), listed["datetime"]) == ("2026-01-02 03:04:05", "2026-01-02T03:04:05")
+    # a trace that names its zone is shown in UTC, as before
+    (tmp_path / "v1.jsonl").write_bytes(orjson.dumps({"type": "run_start", "run_id": "zoned",
+                                                      "ts": "2026-01-02T04:04:05+01:00"}) + b"\n")
+    assert ingest(tmp_path / "v1.jsonl").ok
+    zoned = page(client.get("/runs/zoned").text).select(".run-head .meta time")[0]
+    assert (text(zoned), zoned["datetime"]) == ("2026-01-02 03:04:05 UTC", "2026-01-02T03:04:05+00:00")

@@ -310,3 +310,45 @@ def test_the_overview_counts_the_latest_run_of_an_experiment_run_again(live_serv
         assert page.locator("section.experiment .set-aside").first.inner_text() == "(and 1 older, set aside)"
         assert page.evaluate("document.documentElement.scrollWidth") <= width
     assert page.errors == []
+
+
+def test_an_uploaded_task_json_cut_short_keeps_its_run_from_the_run_json_row(live_server, page, tmp_path):
+    import io
+    import zipfile
+
+    import orjson
+
+    from tests.app.test_coder_eval_schema import task
+
+    name = "2026-11-12_12-12-12"
+    row = {"task_id": "t1", "replicate_index": 0, "variant_id": "v", "status": "FAILURE", "weighted_score": 0.5,
+           "total_cost_usd": 0.25, "total_turns": 3}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(f"{name}/v/t1/00/task.json", orjson.dumps(task("t1"))[:50])
+        zf.writestr(f"{name}/run.json", orjson.dumps({"run_id": name, "task_results": [row]}))
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "night.zip", "mimeType": "application/zip", "buffer": buf.getvalue()}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result").wait_for()
+    rejected = page.locator(".upload-result ul.rejected li").all_inner_texts()
+    assert len(rejected) == 1 and rejected[0].startswith(f"night.zip/{name}/v/t1/00/task.json: invalid JSON")
+    assert rejected[0].endswith("; its run.json row is read instead")
+    page.locator(".runs-created a").click()
+    page.wait_for_url("**/runs/**")
+    header = page.locator(".run-head")
+    assert header.locator(".badge.verdict").inner_text().strip() == "✗ fail"
+    assert "its task.json could not be read: the run is its run.json row" in page.locator("main").inner_text()
+    assert page.errors == []
+
+
+@needs_shared
+def test_a_runs_start_reads_as_coder_eval_wrote_it(live_server, page, ingest):
+    # coder_eval's times are its machine's local clock, with no zone: shown as written, not as UTC
+    assert ingest(RESULTS.parent).ok
+    run_id, want = next(iter(expected_runs(RESULTS.parent).items()))
+    page.goto(live_server.url + "/runs/" + quote(run_id, safe=""))
+    started = page.locator(".run-head .meta time").first
+    assert started.inner_text() == want["task"]["started_at"].replace("T", " ")[:19]
+    assert "UTC" not in started.inner_text()
+    assert page.errors == []
