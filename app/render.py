@@ -13,7 +13,7 @@ from typing import Any, Optional
 from urllib.parse import quote_plus, urlencode
 
 from fastapi import Request
-from fastapi.responses import Response
+from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from . import jsontext, present, walk, words
@@ -99,6 +99,27 @@ def query_string(params: dict[str, Any]) -> str:
     if isinstance(params, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
         return "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params.items())
     return urlencode(params, doseq=True)
+
+
+def past_end(request: Request, *, offset: int, total: int, limit: Optional[int], what: str,
+             query: Optional[list[tuple[str, Any]]] = None) -> Optional[Response]:
+    """For a page whose `offset` is at or past the end of its `total` rows (an old link, rows
+    removed since, a hand-edited address): a redirect to its last page, or, asked for JSON, a
+    404 naming the last page's offset; None when the offset is on a page. `what` names the
+    rows counted ("8 pairs"); `query` is the address's parameters (default: as asked)."""
+    from .errors import BoardError
+
+    if not offset or offset < total:
+        return None
+    last = (total - 1) // limit * limit if (total and limit) else 0
+    if wants_json(request):
+        raise BoardError(f"offset {offset} is past the end: {what} (the last page starts at offset {last})",
+                         status=404, details={"count": total, "last_offset": last})
+    # the offset keeps its place in the address (the runs list's links write it before `limit`)
+    params = [(k, last if k == "offset" else v) for k, v in (request.query_params.multi_items() if query is None else query)
+              if k != "offset" or last]
+    encoded = urlencode(params)
+    return RedirectResponse(request.url.path + ("?" + encoded if encoded else ""), status_code=303)
 
 
 def wants_json(request: Request) -> bool:

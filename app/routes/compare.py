@@ -13,7 +13,7 @@ from ..deps import SessionDep, run_row
 from ..errors import BoardError
 from ..export import disposition
 from ..queries import comparison, run_detail
-from ..render import respond
+from ..render import past_end, respond
 from ..run_view import run_header
 from ..secrets import Masker
 
@@ -26,6 +26,10 @@ Text = Annotated[Optional[str], Query(max_length=400)]
 
 
 
+
+
+def _pairs_count(total: int, only: Optional[str]) -> str:
+    return f"{total} {'pair' if total == 1 else 'pairs'}{' disagree' if only == 'disagree' else ''}"
 
 
 def chooser_defaults(choices: dict[str, list[str]], groups: Any) -> dict[str, Optional[str]]:
@@ -72,6 +76,10 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
     page = not request.url.path.startswith("/api/") and format not in ("json", "md", "csv")
     data = comparison.comparison(session, ga, gb, group=group, sort=sort, only=only or "", offset=offset,
                                       limit=limit or (PAGE_PAIRS if page else None))
+    moved = past_end(request, offset=offset, total=data["pairs_total"], limit=limit or (PAGE_PAIRS if page else None),
+                     what=_pairs_count(data["pairs_total"], only))
+    if moved is not None:
+        return moved
     params = ({"experiment": ga.experiment, "a": ga.value, "b": gb.value} if ga.kind == "variant" else
               {f"a_{ga.kind}": ga.value, f"b_{gb.kind}": gb.value})
     if format in ("md", "csv"):

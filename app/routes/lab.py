@@ -12,7 +12,7 @@ from ..deps import SessionDep
 from ..errors import BoardError
 from ..lab import export, view
 from ..queries.run_list import RunFilters
-from ..render import respond
+from ..render import past_end, respond
 from ..secrets import Masker
 
 router = APIRouter(tags=["lab"])
@@ -92,6 +92,13 @@ def lab_view(request: Request, session: SessionDep, filters: SetDep, args: Polic
     data = view.lab(session, filters=filters, args=args, sort=sort, only=only or "", offset=offset,
                     limit=limit or (view.PAGE_PAIRS if page else None), with_frontier=format == "md",
                     measure=measure, indexer=getattr(request.app.state, "lab_indexer", None))
+    # While runs are still being indexed the pairs are not all there yet: no page is past the end.
+    total = data["pairs_total"]
+    moved = data["indexing"]["ready"] and past_end(
+        request, offset=offset, total=total, limit=limit or (view.PAGE_PAIRS if page else None),
+        what=f"{total} paired task{'' if total == 1 else 's'}")
+    if moved:
+        return moved
     data["frontier_url"] = f"/api/lab/frontier?{_query(data, measure=measure)}"
     if format == "md":
         from ..security import reveal_state

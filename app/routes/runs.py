@@ -14,7 +14,7 @@ from ..errors import BoardError
 from ..notfound import missing_run
 from ..queries import live, run_detail, run_list
 from ..queries.pointers import MAX_POINTER_CHARS, parse_pointer
-from ..render import JSONResponse, is_htmx, respond, wants_json
+from ..render import JSONResponse, is_htmx, past_end, respond, wants_json
 from ..run_view import public, run_header
 from ..urls import run_path
 
@@ -72,15 +72,10 @@ LIST_PARAMS = frozenset({"q", "experiment", "variant", "state", "stop_reason", "
 def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any:
     """Runs matching the search and filters, one page, with figures for the whole filtered set."""
     rows, count = run_list.list_runs(session, filters=filters)
-    if filters.offset and filters.offset >= count:
-        last = (count - 1) // filters.limit * filters.limit if count else 0
-        if wants_json(request):
-            raise BoardError(f"offset {filters.offset} is past the end: {count} run{'' if count == 1 else 's'} match "
-                             f"(the last page starts at offset {last})", status=404,
-                             details={"count": count, "last_offset": last})
-        # A page past the end (an old link, runs deleted since): its last page, not an empty one.
-        query = urlencode(filters.as_params(offset=last))
-        return RedirectResponse("/runs" + ("?" + query if query else ""), status_code=303)
+    moved = past_end(request, offset=filters.offset, total=count, limit=filters.limit,
+                     what=f"{count} run{'' if count == 1 else 's'} match", query=list(filters.as_params().items()))
+    if moved is not None:
+        return moved
     data = {
         "data": [public(r) for r in rows],
         "count": count,

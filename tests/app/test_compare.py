@@ -314,3 +314,23 @@ def test_one_variant_named_compares_it_with_the_experiments_other_variant(client
     assert (body["groups"]["a"]["value"], body["groups"]["b"]["value"], body["summary"]["paired"]) == ("smoke", "e2e", 1)
     body = client.get("/api/compare", params={"experiment": "E1", "b": "smoke"}).json()
     assert (body["groups"]["a"]["value"], body["groups"]["b"]["value"]) == ("e2e", "smoke")
+
+
+def test_a_page_of_pairs_past_the_end_goes_to_the_last_page(client, experiment):
+    # Five pairs (t1 #0, t1 #1, t2 #0, t3 #0, t4 #0; t5 and t6 ran on one side only) in pages
+    # of 2 start at 0, 2 and 4. An old link to offset 99999 said "rows 0–99999 of 5".
+    base = {"experiment": "exp", "a": "smoke", "b": "e2e"}
+    assert client.get("/api/compare", params=base).json()["pairs_total"] == 5
+    moved = client.get("/compare", params={**base, "sort": "savings", "limit": 2, "offset": 99999}, follow_redirects=False)
+    assert (moved.status_code, moved.headers["location"]) == (
+        303, "/compare?experiment=exp&a=smoke&b=e2e&sort=savings&limit=2&offset=4")
+    # one pair disagrees (t1 #1): its only page starts at 0, and the address then names no offset
+    moved = client.get("/compare", params={**base, "only": "disagree", "offset": 5}, follow_redirects=False)
+    assert moved.headers["location"] == "/compare?experiment=exp&a=smoke&b=e2e&only=disagree"
+    api = client.get("/api/compare", params={**base, "limit": 2, "offset": 5})
+    assert api.status_code == 404
+    assert api.json()["error"] == "offset 5 is past the end: 5 pairs (the last page starts at offset 4)"
+    assert client.get("/api/compare", params={**base, "only": "disagree", "offset": 1}).json()["error"] == (
+        "offset 1 is past the end: 1 pair disagree (the last page starts at offset 0)")
+    last = client.get("/api/compare", params={**base, "limit": 2, "offset": 4}).json()
+    assert len(last["pairs"]) == 1 and last["pairs_offset"] == 4     # the last page itself is served

@@ -224,3 +224,17 @@ def test_the_forms_empty_numbers_mean_none_and_bad_ones_are_refused(demo):
     assert nothing["policy"]["label"] == "nothing armed" and nothing["summary"]["cut"] == 0
     assert nothing["summary"]["verdict_agreement"] == {"agree": 29, "total": 29}
     assert demo.get(f"/api/lab?{DEMO}&max_seconds=0.5").json()["policy"]["max_seconds"] == 0.5
+
+
+def test_a_page_of_pairs_past_the_end_goes_to_the_last_page(demo):
+    # 29 simulated pairs in pages of 10 start at 0, 10 and 20. An old link to offset 100000
+    # said "No paired tasks" under the figures for all 29.
+    assert demo.get(f"/api/lab?{DEMO}").json()["pairs_total"] == 29
+    moved = demo.get(f"/lab?{DEMO}&arm=skill:decided&limit=10&offset=100000", follow_redirects=False)
+    assert (moved.status_code, moved.headers["location"]) == (
+        303, f"/lab?{DEMO}&arm=skill%3Adecided&limit=10&offset=20")
+    api = demo.get(f"/api/lab?{DEMO}&limit=10&offset=29")
+    assert api.status_code == 404
+    assert api.json()["error"] == "offset 29 is past the end: 29 paired tasks (the last page starts at offset 20)"
+    last = demo.get(f"/api/lab?{DEMO}&limit=10&offset=20").json()
+    assert len(last["pairs"]) == 9 and last["pairs_offset"] == 20
