@@ -221,6 +221,15 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", onReady);
   else onReady();
 
+  // A form that shows what its page's address says (templates mark it autocomplete="off",
+  // which stops Chrome refilling it on Back with what was picked before it was sent) can
+  // still come back from the back/forward cache as it was left: the later page's choices
+  // over the earlier page's results. Its defaults are the address's; put them back.
+  window.addEventListener("pageshow", function (ev) {
+    if (!ev.persisted) return;
+    document.querySelectorAll('form[method="get"][autocomplete="off"]').forEach(function (f) { f.reset(); });
+  });
+
   // Live run page: tell the server the last step shown so it appends only newer ones
   // (none while a lazy-loading block is still pending below).
   document.addEventListener("htmx:configRequest", function (ev) {

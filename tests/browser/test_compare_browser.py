@@ -172,3 +172,41 @@ def test_compare_with_from_a_run_without_a_twin_asks_for_the_other_run(live_serv
     page.locator("#pair-with input[name=b]").fill("alone")
     page.locator("#pair-with").get_by_role("button", name="side by side").click()
     page.wait_for_url("**/pair?a=lonely&b=alone")
+
+
+def test_back_shows_each_forms_controls_as_its_address_says(live_server, page, ingest, tmp_path):
+    # The group-by menu and the lab's policy form are plain GET forms: Back from the page a
+    # form loaded showed the earlier page with the later page's choices in its controls
+    # (the browser restores what was picked), so the menu said "stop reason" over ungrouped pairs.
+    from tests.app.test_compare_report import grouped_experiment
+
+    assert ingest(grouped_experiment(tmp_path / "grp.jsonl")).ok
+    page.goto(live_server.url + "/compare?experiment=grp&a=smoke&b=e2e")
+    assert page.locator("table.groups").count() == 0
+    page.select_option("#group-by", "stop_reason")
+    page.get_by_role("button", name="Group").click()
+    page.wait_for_url("**group=stop_reason**")
+    page.locator("table.groups").wait_for()
+    page.go_back()
+    page.wait_for_url("**/compare?experiment=grp&a=smoke&b=e2e")
+    assert page.locator("table.groups").count() == 0
+    assert page.locator("#group-by").input_value() == ""
+    page.go_forward()
+    page.wait_for_url("**group=stop_reason**")
+    assert page.locator("#group-by").input_value() == "stop_reason"
+
+    page.goto(live_server.url + "/lab?experiment=grp&variant=e2e")
+    arms = page.locator("select[name=arm]")
+    before = arms.evaluate_all("els => els.map(e => e.value)")
+    cap = page.get_by_label("step cap")
+    assert cap.input_value() == ""
+    cap.fill("3")
+    page.get_by_role("button", name="Simulate").click()
+    page.wait_for_url("**max_steps=3**")
+    assert page.get_by_label("step cap").input_value() == "3"
+    page.go_back()
+    page.wait_for_url("**/lab?experiment=grp&variant=e2e")
+    assert page.get_by_label("step cap").input_value() == ""
+    assert arms.evaluate_all("els => els.map(e => e.value)") == before
+    assert page.errors == []
+
