@@ -210,3 +210,16 @@ def test_back_shows_each_forms_controls_as_its_address_says(live_server, page, i
     assert arms.evaluate_all("els => els.map(e => e.value)") == before
     assert page.errors == []
 
+
+
+def test_an_old_link_past_the_last_page_of_pairs_opens_the_last_page(live_server, page, ingest, tmp_path):
+    # five pairs (see tests.app.test_compare.crafted) in pages of 2: the last page is pair 5
+    assert ingest(crafted(tmp_path / "exp.jsonl")).ok
+    page.goto(live_server.url + "/compare?experiment=exp&a=smoke&b=e2e&limit=2&offset=99999")
+    page.wait_for_url("**offset=4")
+    assert page.locator("p.pairs-pager").inner_text().startswith("rows 5–5 of 5")
+    assert page.locator("tr.pair-row").count() == 1
+    page.get_by_role("link", name="‹ previous 2").click()
+    until(page, "location.search.includes('offset=2')")
+    until(page, "document.querySelectorAll('tr.pair-row').length === 2")
+    assert page.errors == []
