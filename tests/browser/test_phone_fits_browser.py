@@ -341,3 +341,31 @@ def test_figures_of_any_size_fit_the_run_page_and_a_negative_limit_draws_no_bar(
     steps = page.locator(".run-head .gauge", has_text="steps")
     assert steps.locator(".gauge-track").count() == 0 and "(no limit)" in steps.inner_text()
     assert page.errors == []
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_compare_with_a_long_unbroken_experiment_name_fits_the_screen(live_server, page, ingest, tmp_path,
+                                                                       width, height):
+    # An experiment named as a tool may name it (a path with underscores, no space in 150
+    # characters): the chooser's "Choose two groups: variant smoke of experiment …" line
+    # widened the page past 390 px and past 1280 px.
+    name = "nightly_" + "x" * 60 + "_coder_eval_results_" + "y" * 60
+    recs: list[dict[str, Any]] = []
+    for i in range(2):
+        for variant, verdict in (("smoke", "pass"), ("e2e", "fail" if i else "pass")):
+            rid = f"{variant}-{i}"
+            recs += [{"type": "run_start", "run_id": rid, "task_id": f"t{i}", "experiment": name, "variant": variant},
+                     {"type": "run_end", "run_id": rid, "status": "completed", "verdict": verdict}]
+    assert ingest(write_jsonl(tmp_path / "long-name.jsonl", recs)).ok
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{live_server.url}/compare?experiment={name}&a=smoke&b=e2e")
+    assert name in page.locator("details.compare-chooser summary").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.locator("details.compare-chooser summary").click()   # open, its forms fit too
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # and every other page that names the experiment
+    for path in (f"/lab?experiment={name}&variant=e2e", "/", f"/runs?experiment={name}",
+                 "/pair?a=smoke-1&b=e2e-1", "/runs/smoke-1"):
+        page.goto(live_server.url + path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, path
+    assert page.errors == []
