@@ -13,7 +13,7 @@ part of the key), as compare's are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from sqlalchemy import and_, or_, true
@@ -66,12 +66,28 @@ def default_filters(session: Session, filters: RunFilters) -> tuple[RunFilters, 
         asked.pop(key, None)
     if asked:
         _check_names(session, filters)
+        if filters.experiment and filters.experiment != NONE_VALUE and not filters.variant:
+            # An experiment's variants are one task list run several ways: together, each
+            # task's runs of every variant but one were set aside as "duplicates", and the
+            # verdicts mixed variants. One variant at a time, its full one by default.
+            variants = lq.experiments_with_variants(session).get(filters.experiment) or []
+            if len(variants) >= 2:
+                return replace(filters, variant=full_variant(session, filters.experiment, variants)), True
         return filters, False
     pick = compare.choose_default(lq.experiments_with_variants(session))
     if pick is None:
         return filters, True
     experiment, _a, b = pick
     return RunFilters(experiment=experiment, variant=b), True
+
+
+def full_variant(session: Session, experiment: str, variants: list[str]) -> str:
+    """The variant of an experiment the lab simulates when none is named: one that ran with
+    early stop off (the lab simulates full runs), `e2e` where it is one of them, as compare
+    pairs smoke with e2e, else the first by name."""
+    early = set(lq.early_stop_variants(session, experiment=experiment))
+    full = [v for v in variants if v not in early] or list(variants)
+    return "e2e" if "e2e" in full else full[0]
 
 
 def _check_names(session: Session, filters: RunFilters) -> None:
@@ -214,8 +230,12 @@ def lab(session: Session, *, filters: RunFilters, args: PolicyArgs, sort: str = 
         with_calibration: bool = True, indexer: Any = None) -> dict[str, Any]:
     """Everything the lab shows for one set and one policy (docs/lab.md)."""
     data_version(session), lab_version(session)  # before any of the data they key (see lab_version)
+    asked_variant = filters.variant
     filters, defaulted = default_filters(session, filters)
     key = set_key(filters)
+    # the experiment was named without a variant: the one chosen, and the others to choose from
+    variants = (lq.experiments_with_variants(session).get(filters.experiment or "") or []
+                if defaulted and not asked_variant and filters.variant else [])
     where = run_conditions(session, filters=filters)
     scope = index_scope(filters, where)
     pending = pending_count(session, where=scope)
@@ -232,6 +252,7 @@ def lab(session: Session, *, filters: RunFilters, args: PolicyArgs, sort: str = 
     shown = rows[start:start + limit] if limit is not None else rows[start:]
     data: dict[str, Any] = {
         "set": {"filters": {k: v for k, v in key}, "description": describe(filters), "defaulted": defaulted,
+                "variants": variants,
                 **counts, "simulated": len(runs), "duplicates": chosen["duplicates"]},
         "indexing": {"pending": pending, "ready": pending == 0},
         "criteria": [{**c, "arming": arming_options(c)} for c in catalogue],

@@ -144,3 +144,22 @@ def test_where_runs_would_stop_adds_up_and_its_links_say_which_run(live_server, 
     names = {links.nth(i).get_attribute("aria-label") for i in range(links.count())}
     assert all(n and (n.startswith("recorded smoke run of ") or n.startswith("the run simulated for ")) for n in names)
     assert page.errors == []
+
+
+def test_an_experiment_chosen_without_a_variant_simulates_its_full_variant(live_server, page, ingest, tmp_path):
+    from tests.app.lab.test_routes import _three_variants
+
+    _three_variants(tmp_path, ingest)
+    ready(live_server.url, "experiment=three&variant=e2e")
+    page.goto(f"{live_server.url}/lab?experiment=three&variant=mid")
+    page.locator("details.lab-chooser summary").click()
+    page.get_by_label("variant", exact=True).fill("")
+    page.get_by_role("button", name="Choose runs").click()
+    page.wait_for_url("**/lab?experiment=three&variant=&tag=&q=")
+    summary = page.locator("details.lab-chooser summary")
+    assert summary.locator("b").inner_text() == "variant e2e of experiment three"
+    assert page.locator(".lab-variant-note").inner_text() == (
+        "(the experiment has 3 variants, e2e, mid, smoke: the lab simulates one at a time)")
+    assert "duplicate" not in summary.inner_text()
+    assert page.get_by_label("variant", exact=True).input_value() == "e2e"
+    assert page.errors == []

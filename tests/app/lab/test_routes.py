@@ -238,3 +238,43 @@ def test_a_page_of_pairs_past_the_end_goes_to_the_last_page(demo):
     assert api.json()["error"] == "offset 29 is past the end: 29 paired tasks (the last page starts at offset 20)"
     last = demo.get(f"/api/lab?{DEMO}&limit=10&offset=20").json()
     assert len(last["pairs"]) == 9 and last["pairs_offset"] == 20
+
+
+def _three_variants(tmp_path, ingest, *, full: tuple[str, ...] = ("mid", "e2e")):
+    # t0 and t1 run as smoke (early stop on), and as each of `full` (early stop off)
+    records = []
+    for variant in ("smoke", *full):
+        for task in ("t0", "t1"):
+            rid = f"{variant}-{task}"
+            early = variant == "smoke"
+            records += [{"type": "run_start", "run_id": rid, "task_id": task, "experiment": "three", "variant": variant,
+                         "criteria": [{"id": "tests", "type": "command_executed", "pattern": "pytest", "armed": early}],
+                         "early_stop": {"enabled": early}},
+                        {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "bash", "args": {"command": "pytest"}}]},
+                        {"type": "step", "run_id": rid, "step": 1, "actions": []},
+                        {"type": "run_end", "run_id": rid, "status": "completed",
+                         "verdict": "pass" if variant != "mid" else "fail"}]
+    assert ingest(write_jsonl(tmp_path / "three.jsonl", records)).ok
+
+
+def test_an_experiment_named_without_a_variant_simulates_its_full_variant_alone(tmp_path, ingest, client):
+    # /lab?experiment=three simulated mid's and e2e's runs together: each task's mid run was
+    # "a duplicate" of its e2e run, set aside, and the verdicts were e2e's under mid's name
+    _three_variants(tmp_path, ingest)
+    data = wait_indexed(client, "experiment=three")
+    assert data["set"]["filters"] == {"experiment": "three", "variant": "e2e"}
+    assert data["set"]["variants"] == ["e2e", "mid", "smoke"] and data["set"]["duplicates"] == []
+    assert sorted(p["run_id"] for p in data["pairs"]) == ["e2e-t0", "e2e-t1"]
+    html = page(client.get("/lab?experiment=three").text)
+    assert one(html, ".lab-variant-note").get_text() == (
+        "(the experiment has 3 variants, e2e, mid, smoke: the lab simulates one at a time)")
+    assert one(html, "details.lab-chooser").has_attr("open")
+    # a variant named is simulated as named, with no note
+    named = client.get("/api/lab?experiment=three&variant=mid").json()
+    assert sorted(p["run_id"] for p in named["pairs"]) == ["mid-t0", "mid-t1"] and named["set"]["variants"] == []
+
+
+def test_without_an_e2e_variant_the_first_full_one_by_name_is_simulated(tmp_path, ingest, client):
+    _three_variants(tmp_path, ingest, full=("long", "base"))
+    data = wait_indexed(client, "experiment=three")
+    assert data["set"]["filters"]["variant"] == "base"      # not smoke: it stopped early
