@@ -238,7 +238,8 @@ def test_page_shows_headline_matrix_bars_and_links_to_pairs(client, experiment):
     bars = one(doc, 'section[aria-label="Savings"] svg.bars')
     assert bars.select("rect.bar-a") and len(bars.select("rect.bar-a")) == len(bars.select("rect.bar-b"))
     early = {text(tr.th): text(tr.td) for tr in doc.select('section[aria-label="Early stop"] table.early-breakdown tr')}
-    assert any(k.startswith("stopped early and disagreed") for k in early)
+    # t1 #1: smoke stopped on a pass, e2e failed; the count also takes an e2e error, and says so
+    assert early["stopped early and disagreed — 1 stopped on a pass that e2e later failed or errored"] == "1"
     assert "/pair?a=s-t1-1&b=e-t1-1" in attrs(doc, "table.pairs tr.pair-row a.pair-link", "href")
     fragment = page(client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e", "only": "disagree"},
                                headers={"HX-Request": "true"}).text)
