@@ -15,6 +15,7 @@ the guardrail the engine itself applies before a run.
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -106,8 +107,18 @@ def _capability_of(item: Union[Mapping[str, Any], Criterion], position: int
     try:
         criterion = criterion_from_spec({**item, "id": cid}, strict=False)
     except Exception as exc:  # a bad pattern or bounds: say so instead of failing the whole replay
-        return LiveCapability(cid, kind, (), f"invalid spec: {type(exc).__name__}: {exc}"), None
+        return LiveCapability(cid, kind, (), _invalid(exc)), None
     return capability(criterion), criterion
+
+
+def _invalid(exc: Exception) -> str:
+    """Why a spec cannot be built, in words a reader of the lab can act on (an exception's
+    class name, "error: missing )", told them nothing)."""
+    if isinstance(exc, re.error):
+        return f"invalid spec: its pattern is not a regular expression ({exc})"
+    if isinstance(exc, ValueError):
+        return f"invalid spec: {exc}"
+    return f"invalid spec: a field of the wrong type ({exc})"
 
 
 def live_capabilities(specs: Sequence[Mapping[str, Any]]) -> dict[str, LiveCapability]:

@@ -200,6 +200,8 @@ def test_criteria_that_cannot_be_evaluated_live_say_why():
         {"id": "report", "type": "file_exists", "path": "REPORT.md"},
         {"id": "answer", "type": "final_answer_contains", "text": "42"},
         {"id": "bad", "type": "command_executed", "pattern": "(unclosed"},
+        {"id": "no-pattern", "type": "command_executed"},
+        {"id": "wordy", "type": "command_executed", "pattern": "x", "min_count": "two"},
         {"id": "push", "type": "command_executed", "pattern": "git push", "max_count": 0},
         {"id": "sk", "type": "skill_triggered", "skill": "pdf"},
         {"type": "tool_invoked", "tool": "edit"},
@@ -207,9 +209,13 @@ def test_criteria_that_cannot_be_evaluated_live_say_why():
     assert not caps["report"].live and "not observable step by step" in caps["report"].reason
     assert "file_exists" in caps["report"].reason
     assert not caps["answer"].live and "final answer can change until the run ends" in caps["answer"].reason
-    assert not caps["bad"].live and caps["bad"].reason.startswith("invalid spec")
+    # why a spec cannot be built, in words (it read "invalid spec: error: missing ), ...")
+    assert not caps["bad"].live and caps["bad"].reason == (
+        "invalid spec: its pattern is not a regular expression (missing ), unterminated subpattern at position 0)")
+    assert caps["no-pattern"].reason == "invalid spec: a command_executed criterion spec needs 'pattern'"
+    assert caps["wordy"].reason.startswith("invalid spec: a field of the wrong type (")
     assert caps["push"].polarities == ("fail",) and caps["sk"].polarities == ("fail", "pass")
-    assert caps["criterion-5"].polarities == ("pass",)  # a spec without an id is named by its position
+    assert caps["criterion-7"].polarities == ("pass",)  # a spec without an id is named by its position
 
 
 def test_arming_refusals_are_the_engines_guardrail():
