@@ -171,6 +171,10 @@ def test_two_experiments_and_two_tags(client, ingest, tmp_path):
         assert s["confusion"] == {"pass_pass": 0, "pass_fail": 1, "fail_pass": 0, "fail_fail": 1}
         assert (s["steps"]["a"], s["steps"]["b"]) == (4, 12)
         assert s["steps"]["saved_pct"] == pytest.approx(100 * 8 / 12)
+    # a pair of two experiments links back to their comparison
+    doc = page(client.get("/pair", params={"a": "x1", "b": "y1"}).text)
+    assert attrs(doc, "p.pair-back a", "href") == ["/compare?a_experiment=X&b_experiment=Y"]
+    assert select_texts(doc, "p.pair-back a") == ["← all pairs of experiment X against Y"]
 
 
 def test_the_chooser_starts_at_two_different_groups_and_the_pager_keeps_the_page_size(client, ingest, tmp_path):
@@ -291,6 +295,7 @@ def test_pair_view_aligns_steps_and_marks_what_smoke_did_not_run(client, experim
     assert select_texts(doc, "tr.not-run .not-run-label") == ["not run by smoke"] * 5
     assert [tr["id"] for tr in steps if "stop-here" in tr["class"]] == ["pair-step-2"]
     assert select_texts(doc, "tr#pair-step-2 .stop-mark") == ["■ smoke stopped here"]
+    assert attrs(doc, "p.pair-back a", "href") == ["/compare?experiment=exp&a=smoke&b=e2e"]
 
 
 def test_pair_without_b_finds_the_twin(client, experiment):

@@ -48,6 +48,10 @@ def test_upload_zip_then_compare_then_pair(live_server, page, tmp_path):
     assert page.locator(".pair-side").count() == 2
     assert page.locator(".pair-side").nth(0).locator(".badge.armed").count() == 1
     assert page.locator(".pair-side").nth(0).locator(".badge.advisory").count() == 1
+    # and back to every pair of the comparison
+    page.get_by_role("link", name="← all pairs of smoke against e2e in exp").click()
+    page.wait_for_url("**/compare?experiment=exp&a=smoke&b=e2e")
+    assert page.locator("tr.pair-row").count() == 5
     assert page.errors == []
 
 
