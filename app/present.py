@@ -141,6 +141,15 @@ def fmt_pct(value: Any) -> str:
     return f"{float(value) * 100:.0f}%"
 
 
+def fmt_whole(value: Any) -> str:
+    """A figure already in percent (a saving, its interval's bounds) to a whole number, a
+    negative one with a true minus sign ("−12", as compare's changes read), never "-12"."""
+    if value is None or not math.isfinite(float(value)):
+        return "—"
+    whole = round(float(value))
+    return f"−{-whole}" if whole < 0 else str(whole)
+
+
 def fmt_usd(value: Any) -> str:
     if value is None:
         return "—"

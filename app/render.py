@@ -54,6 +54,7 @@ def make_templates() -> Jinja2Templates:
         num=present.fmt_num,
         duration=present.fmt_duration,
         pct=present.fmt_pct,
+        whole=present.fmt_whole,
         usd=present.fmt_usd,
         dt=present.fmt_dt,
         iso=present.fmt_iso,

@@ -340,3 +340,21 @@ def test_a_page_of_pairs_past_the_end_goes_to_the_last_page(client, experiment):
         "offset 1 is past the end: 1 pair disagree (the last page starts at offset 0)")
     last = client.get("/api/compare", params={**base, "limit": 2, "offset": 4}).json()
     assert len(last["pairs"]) == 1 and last["pairs_offset"] == 4     # the last page itself is served
+
+
+def test_a_saving_below_zero_reads_with_a_minus_sign(client, ingest, tmp_path):
+    # smoke took 6 steps where e2e took 4: a saving of (4 - 6) / 4 = -50%, shown "−50%" (U+2212)
+    # as compare's changes read, not "-50%"
+    recs = (run_records("s", "t1", "smoke", 0, passed=True, steps=6, tokens=60, elapsed=6, cost=0.6)
+            + run_records("e", "t1", "e2e", 0, passed=True, steps=4, tokens=40, elapsed=4, cost=0.4))
+    assert ingest(write_jsonl(tmp_path / "more.jsonl", recs)).ok
+    doc = page(client.get("/compare", params={"experiment": "exp", "a": "smoke", "b": "e2e"}).text)
+    row = text(one(doc, "tr.pair-row"))
+    assert "−50%" in row and "-50%" not in row
+
+
+def test_whole_percent_figures_carry_a_true_minus_sign():
+    from qita_board.present import fmt_whole
+
+    assert [fmt_whole(v) for v in (-49.6, -0.4, 0, 12.5, 13.5, None, float("nan"))] == [
+        "−50", "0", "0", "12", "14", "—", "—"]   # halves to even, as Python's round
