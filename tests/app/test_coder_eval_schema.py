@@ -299,6 +299,12 @@ def test_every_final_status_by_its_documented_category(ingest, client, tmp_path)
     stats = client.get("/api/runs").json()["stats"]
     assert (stats["passed"], stats["failed"], stats["errored"], stats["graded"]) == (1, 5, 2, 8)
     assert stats["pass_rate"] == pytest.approx(1 / 8)
+    # with no criteria, the page says where a verdict comes from (a TIMEOUT read "it is not graded" beside "fail")
+    timeout = page(client.get("/runs/" + quote("statuses/v/timeout/00", safe="")).text)
+    assert text(one(timeout, "p.no-criteria")) == (
+        "This run declares no success criteria: its verdict, fail, says how it ended (TIMEOUT), not what a criterion found.")
+    ungraded = page(client.get("/runs/" + quote("statuses/v/not_graded/00", safe="")).text)
+    assert text(one(ungraded, "p.no-criteria")) == "This run declares no success criteria: it is not graded."
 
 
 # -- steps are coder_eval's assistant turns -----------------------------------------------------
