@@ -369,3 +369,17 @@ def test_compare_with_a_long_unbroken_experiment_name_fits_the_screen(live_serve
         page.goto(live_server.url + path)
         assert page.evaluate("document.documentElement.scrollWidth") <= width, path
     assert page.errors == []
+
+
+def test_a_run_page_and_its_compare_with_form_fit_a_320_px_screen(live_server, page, ingest, tmp_path):
+    # the "compare with…" run id box is 40 characters wide: every run page was 343 px at 320
+    recs = [{"type": "run_start", "run_id": "lone", "task_id": "t"},
+            {"type": "step", "run_id": "lone", "step": 0, "thought": "look around"},
+            {"type": "run_end", "run_id": "lone", "status": "completed", "stop_reason": "final"}]
+    assert ingest(write_jsonl(tmp_path / "lone.jsonl", recs)).ok
+    page.set_viewport_size({"width": 320, "height": 700})
+    for path in ("/runs/lone", "/pair?a=lone"):   # the pair page without a twin asks for the other run
+        page.goto(live_server.url + path)
+        box = page.locator("form.compare-with input[name=b]").bounding_box()
+        assert box["x"] + box["width"] <= 320, path
+        assert page.evaluate("document.documentElement.scrollWidth") <= 320, path
