@@ -244,7 +244,8 @@ def test_a_dialog_and_a_time_out_read_their_stop_and_gauges_in_chromium(live_ser
                      task_config={"resolved": {"run_limits": {"task_timeout": 600}}}))
     write(root, task("call", status="TIMEOUT", score=0.0, duration_seconds=318.0,
                      iterations=[{**turns_of(2), "duration_seconds": 10.0}],
-                     task_config={"resolved": {"run_limits": {"task_timeout": 600, "turn_timeout": 300}}}))
+                     task_config={"resolved": {"run_limits": {"task_timeout": 600, "turn_timeout": 300}}},
+                     success_criteria_results=[]))
     assert ingest(root).ok
     page.goto(live_server.url + "/runs/" + quote("gauges/v/d-max_turns/00", safe=""))
     head = page.locator(".run-head")
@@ -264,6 +265,9 @@ def test_a_dialog_and_a_time_out_read_their_stop_and_gauges_in_chromium(live_ser
     assert time.locator(".gauge-text").inner_text().startswith("5 min 18 s of 10 min 0 s (53%)")
     assert time.locator(".gauge-text .muted").inner_text().endswith(
         "the time limit that stopped it is each agent call's limit, 5 min 0 s")
+    # it timed out before any criterion was graded: its fail is how it ended, not "not graded"
+    assert page.locator("p.no-criteria").inner_text() == (
+        "This run declares no success criteria: its verdict, fail, says how it ended (TIMEOUT), not what a criterion found.")
     assert page.errors == []
 
 
