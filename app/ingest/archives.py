@@ -58,6 +58,23 @@ def safe_entry_name(name: str) -> Optional[str]:
     return posixpath.join(*parts)
 
 
+#: The zip flag that says an entry's name is UTF-8 (APPNOTE 4.4.4, bit 11).
+UTF8_NAME_FLAG = 0x800
+
+
+def entry_name(info: zipfile.ZipInfo) -> str:
+    """The entry's name as its maker wrote it. Info-ZIP's `zip` (Linux's) writes names as
+    UTF-8 bytes without the UTF-8 flag, which zipfile then reads as cp437: a task folder
+    `t03-ünï` became `t03-├╝n├»`, no longer the task's id. Unflagged bytes that are valid
+    UTF-8 are read as UTF-8, as `unzip` reads them; others stay cp437."""
+    if info.flag_bits & UTF8_NAME_FLAG:
+        return info.filename
+    try:
+        return info.filename.encode("cp437").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return info.filename
+
+
 #: Archives named inside an archive: said to be skipped, never opened.
 NESTED_ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".rar")
 
@@ -90,9 +107,10 @@ def zip_sources(path: str, label: str, key_prefix: Optional[str], out: Discovery
             break
         if info.is_dir():
             continue
-        rel = safe_entry_name(info.filename)
+        name = entry_name(info)
+        rel = safe_entry_name(name)
         if rel is None:
-            out.errors.append((_entry_label(label, info.filename), None, "archive entry skipped: its name points outside the archive"))
+            out.errors.append((_entry_label(label, name), None, "archive entry skipped: its name points outside the archive"))
             continue
         mode = (info.external_attr >> 16) & 0o170000
         if mode and stat.S_ISLNK(mode):

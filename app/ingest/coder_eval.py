@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import unicodedata
 from collections import Counter
 from datetime import datetime
 from typing import Any, Callable, Iterator, Optional
@@ -1220,9 +1221,9 @@ def _row_sources(root: str, ctx: dict[str, Any], seen: set[tuple[Any, Any, int]]
     out = []
     run_json = os.path.join(root, "run.json")
     for (variant, task_id, replicate), row in sorted(ctx["rows"].items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-        if (variant, task_id, replicate) in seen or not task_id:
+        if (_nfc(variant), _nfc(task_id), replicate) in seen or not task_id:
             continue
-        if variant is None and any((t, r) == (task_id, replicate) for _v, t, r in seen):
+        if variant is None and any((t, r) == (_nfc(task_id), replicate) for _v, t, r in seen):
             continue  # a row without variant_id whose task.json is here (row_key)
         expected = os.path.join(root, variant or "default", *str(task_id).split("/"), f"{replicate:02d}", TASK_FILE)
         rel = os.path.relpath(expected, folder).replace(os.sep, "/")
@@ -1286,7 +1287,14 @@ def _task_keys(path: str, root: str) -> set[tuple[Any, Any, int]]:
         replicate = 0
     if len(parts) < 2:
         return set()
-    return {(parts[0], "/".join(parts[1:]), replicate)}
+    return {(_nfc(parts[0]), _nfc("/".join(parts[1:])), replicate)}
+
+
+def _nfc(name: Any) -> Any:
+    """A folder or id name in one Unicode form: macOS writes file names decomposed (NFD),
+    JSON keeps the id as coder_eval wrote it, so `ü` in a folder and in run.json may differ
+    by their bytes alone (the row would look like a task with no task.json)."""
+    return unicodedata.normalize("NFC", name) if isinstance(name, str) else name
 
 
 def task_json_source(path: str, label: str, key_prefix: Optional[str]) -> Source:

@@ -10,6 +10,7 @@ through the one ingest path and is read back through the JSON API (`/api/runs`,
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import quote
@@ -1118,3 +1119,56 @@ def test_a_runs_times_are_shown_as_coder_eval_wrote_them_with_no_zone(ingest, cl
     assert ingest(tmp_path / "v1.jsonl").ok
     zoned = page(client.get("/runs/zoned").text).select(".run-head .meta time")[0]
     assert (text(zoned), zoned["datetime"]) == ("2026-01-02 03:04:05 UTC", "2026-01-02T03:04:05+00:00")
+
+
+def _unflagged_zip(path: Path, files: dict[str, bytes]) -> Path:
+    """A zip as Info-ZIP's `zip -r` (Linux's) writes it: names as UTF-8 bytes with the UTF-8
+    flag unset. zipfile flags every non-ASCII name it writes, so each name goes in as an
+    ASCII stand-in of the same byte length and its bytes are put back after."""
+    stand_ins: dict[bytes, bytes] = {}
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, (name, data) in enumerate(files.items()):
+            raw = name.encode("utf-8")
+            stand_in = f"{n:03d}".encode().ljust(len(raw), b"_")
+            stand_ins[stand_in] = raw
+            zf.writestr(stand_in.decode(), data)
+    blob = path.read_bytes()
+    for stand_in, raw in stand_ins.items():
+        assert blob.count(stand_in) == 2     # the local header and the central directory
+        blob = blob.replace(stand_in, raw)
+    path.write_bytes(blob)
+    with zipfile.ZipFile(path) as zf:
+        assert all(not info.flag_bits & 0x800 for info in zf.infolist())
+    return path
+
+
+def test_a_zip_whose_names_are_unflagged_utf_8_keeps_each_tasks_id(ingest, client, tmp_path):
+    # `zip -r night.zip night/` of a task named t-ünï-修复: zipfile read its folder as
+    # "t-├╝n├»-Σ┐«σñì", the run.json row then looked like a task with no task.json, and the
+    # ingest warned twice that the run had two sources
+    tid = "t-ünï-修复"
+    row = {"task_id": tid, "replicate_index": 0, "variant_id": "v", "status": "SUCCESS", "weighted_score": 1.0}
+    archive = _unflagged_zip(tmp_path / "night.zip", {
+        f"night/v/{tid}/00/task.json": orjson.dumps(task(tid)),
+        "night/run.json": orjson.dumps({"run_id": "night", "task_results": [row]}),
+    })
+    report = ingest(archive)
+    assert (report.errors, report.warnings) == ([], [])
+    assert report.created == {f"night/v/{tid}/00"}
+    run = api_run(client, f"night/v/{tid}/00")["run"]
+    assert (run["task_id"], run["verdict"]) == (tid, "pass")
+    assert not run["warnings"]
+
+
+def test_a_task_folder_named_in_decomposed_unicode_still_holds_its_row(ingest, client, tmp_path):
+    # macOS names files decomposed (NFD): the folder of task "t-ü" is "t-u" + U+0308 while
+    # task.json and run.json say "t-ü" (NFC); the row looked like a task with no task.json
+    import unicodedata
+
+    tid = unicodedata.normalize("NFC", "t-ü")
+    root = tmp_path / "night"
+    write(root, task(tid), folder=unicodedata.normalize("NFD", tid))
+    row = {"task_id": tid, "replicate_index": 0, "variant_id": "v", "status": "SUCCESS", "weighted_score": 1.0}
+    (root / "run.json").write_bytes(orjson.dumps({"run_id": "night", "task_results": [row]}))
+    report = ingest(root)
+    assert (report.errors, report.warnings, report.created) == ([], [], {f"night/v/{tid}/00"})
