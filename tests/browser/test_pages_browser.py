@@ -18,10 +18,23 @@ def until(page, expression: str, timeout_s: float = 20.0) -> None:
     """Wait until `expression` is true in the page (polled with evaluate: the board's CSP
     forbids the eval that page.wait_for_function uses)."""
     deadline = time.monotonic() + timeout_s
-    while not page.evaluate(expression):
+    while not _evaluate(page, expression):
         if time.monotonic() > deadline:
             raise AssertionError(f"still false after {timeout_s} s: {expression}")
         page.wait_for_timeout(100)
+
+
+def _evaluate(page, expression: str) -> object:
+    """The expression's value; false while the page is between two documents (a form sent,
+    a link followed: Playwright then says the execution context was destroyed)."""
+    from playwright.sync_api import Error
+
+    try:
+        return page.evaluate(expression)
+    except Error as exc:
+        if "Execution context was destroyed" in str(exc) or "navigat" in str(exc):
+            return False
+        raise
 
 
 def test_list_filters_live_in_the_url_and_swap_only_the_table(live_server, page, ingest, tmp_path):
