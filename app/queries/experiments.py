@@ -47,7 +47,8 @@ def _overview(session: Session) -> dict[str, Any]:
                _count(RUNS.c.verdict == "pass"), _count(RUNS.c.verdict == "fail"), _count(RUNS.c.verdict == "error"),
                _count(RUNS.c.verdict == "not_graded"), _count(RUNS.c.verdict.is_(None)),
                _count(RUNS.c.state == "running"), _count(RUNS.c.early_stopped.is_(True)), activity,
-               _count(and_(RUNS.c.verdict.in_(("pass", "fail", "error")), run_list.MEASURED)))
+               _count(and_(RUNS.c.verdict.in_(("pass", "fail", "error")), run_list.MEASURED)),
+               func.min(RUNS.c.source_format), func.max(RUNS.c.source_format))
         .where(kept).group_by(RUNS.c.experiment, RUNS.c.variant)).all()
     costs: dict[tuple, list[float]] = {}
     floors: dict[tuple, int] = {}
@@ -67,7 +68,7 @@ def _overview(session: Session) -> dict[str, Any]:
         failing.setdefault((run["experiment"], run["variant"]), []).append(run)
 
     experiments: dict[Optional[str], dict[str, Any]] = {}
-    for e, v, n, passed, failed, errored, not_graded, pending, running, early, latest, measured in rows:
+    for e, v, n, passed, failed, errored, not_graded, pending, running, early, latest, measured, lo, hi in rows:
         counts = {"variant": v, "runs": int(n), "passed": int(passed or 0), "failed": int(failed or 0),
                   "measured": int(measured or 0),
                   "errored": int(errored or 0), "not_graded": int(not_graded or 0), "no_verdict": int(pending or 0),
@@ -76,13 +77,18 @@ def _overview(session: Session) -> dict[str, Any]:
         # costs that are lower bounds (coder_eval's cost_complete false): so is a median over them
         figures["cost_lower_bounds"] = floors.get((e, v), 0)
         figures["set_aside"] = set_aside.get((e, v), 0)
+        # whose clock `latest` is on: a producer that writes times with no zone (coder_eval's
+        # local clock) is shown as written, not as UTC (app.present.ZONELESS_SOURCES)
+        figures["latest_source"] = lo if lo == hi else None
         figures.update(overview.task_figures(by_task.get((e, v), []), measured=figures["pass_rate"] is not None))
         figures["failing"] = len(failing.get((e, v), []))
         figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)
         figures["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(e),
                                                     "variant": run_list.filter_value(v)})
         exp = experiments.setdefault(e, {"experiment": e, "runs": 0, "set_aside": 0, "running": 0, "latest": None,
-                                         "variants": []})
+                                         "latest_source": figures["latest_source"], "variants": []})
+        if exp["latest_source"] != figures["latest_source"]:
+            exp["latest_source"] = None
         exp["variants"].append(figures)
         exp["runs"] += figures["runs"]
         exp["set_aside"] += figures["set_aside"]

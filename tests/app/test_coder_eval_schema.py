@@ -1113,12 +1113,18 @@ def test_a_runs_times_are_shown_as_coder_eval_wrote_them_with_no_zone(ingest, cl
     assert started["title"] == "2026-01-02T03:04:05 (coder_eval writes its machine's local time, with no zone)"
     listed = one(page(client.get("/runs").text), "table.runs tbody time")
     assert (text(listed), listed["datetime"]) == ("2026-01-02 03:04:05", "2026-01-02T03:04:05")
+    # the overview's latest activity is the run's end, as written, for the experiment and its variant
+    overview = page(client.get("/").text)
+    assert [text(t) for t in overview.select("main time")] == ["2026-01-02 03:04:09"] * 2
+    assert client.get("/api/experiments").json()["experiments"][0]["latest_source"] == "coder_eval"
     # a trace that names its zone is shown in UTC, as before
     (tmp_path / "v1.jsonl").write_bytes(orjson.dumps({"type": "run_start", "run_id": "zoned",
                                                       "ts": "2026-01-02T04:04:05+01:00"}) + b"\n")
     assert ingest(tmp_path / "v1.jsonl").ok
     zoned = page(client.get("/runs/zoned").text).select(".run-head .meta time")[0]
     assert (text(zoned), zoned["datetime"]) == ("2026-01-02 03:04:05 UTC", "2026-01-02T03:04:05+00:00")
+    loose = next(e for e in client.get("/api/experiments").json()["experiments"] if e["experiment"] is None)
+    assert loose["latest_source"] != "coder_eval"
 
 
 def _unflagged_zip(path: Path, files: dict[str, bytes]) -> Path:

@@ -355,4 +355,10 @@ def test_a_runs_start_reads_as_coder_eval_wrote_it(live_server, page, ingest):
     started = page.locator(".run-head .meta time").first
     assert started.inner_text() == want["task"]["started_at"].replace("T", " ")[:19]
     assert "UTC" not in started.inner_text()
+    # the overview's latest activity too: the last task's end, as written (it said "… UTC")
+    runs = expected_runs(RESULTS.parent).values()
+    last = max((r["task"]["completed_at"] or r["task"]["started_at"]) for r in runs).replace("T", " ")[:19]
+    page.goto(live_server.url + "/")
+    assert page.locator(".experiment-head time, section time").first.inner_text() == last
+    assert "UTC" not in page.locator("main").inner_text()
     assert page.errors == []
