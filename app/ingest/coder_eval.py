@@ -702,6 +702,9 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         has_deciding = early.get("deciding_criterion_type") or early.get("deciding_criterion_description")
         deciding_base = criterion_id(early.get("deciding_criterion_type"), early.get("deciding_criterion_description"))
         deciding = ids.get(deciding_base, deciding_base) if has_deciding else None
+        live = LIVE_VERDICT.get(_str(early.get("reason")) or "")
+        if deciding is not None and live is not None:
+            deciding = _decided_twin(deciding_base, deciding, live, specs, results)
         tci = _int(early.get("tool_call_index"))
         # The step that holds the deciding call: coder_eval's sdk_turn_index counts turns
         # by message id, and an SDK that sends one reply's parts as messages of their own
@@ -716,7 +719,6 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
                         "elapsed_s": _num(early.get("elapsed_seconds")),
                         "turns_remaining": _int(early.get("turns_remaining_at_stop")),
                         "gate_threshold": _num(early.get("gate_threshold"))})
-        live = LIVE_VERDICT.get(_str(early.get("reason")) or "")
         if deciding and turn is not None and live is not None:
             for r in results:
                 if r["id"] == deciding:
@@ -730,6 +732,26 @@ def task_records(task: dict[str, Any], *, run_id: str, experiment: str, variant:
         notes.append(f"task.json: total_assistant_turns is {end['steps']} but its transcript holds {len(steps)} "
                      f"assistant turn(s); the run's step count is coder_eval's, {end['steps']}")
     return records
+
+
+def _decided_twin(base: str, first: str, live: str, specs: list[dict[str, Any]],
+                  results: list[dict[str, Any]]) -> str:
+    """Which of a task's criteria of one type and description (ids `base`, `base (2)`, …)
+    an early stop's decision names. coder_eval's record names only the type and the
+    description, so the first was always taken, even when it passed and the run stopped on
+    a failure: the twin whose result agrees with the decision is the one that decided."""
+    by_id = {sp.get("id"): sp for sp in specs}
+    twins = [by_id[first]] if first in by_id else []
+    while f"{base} ({len(twins) + 1})" in by_id:   # the ids _criteria gives a type and description seen again
+        twins.append(by_id[f"{base} ({len(twins) + 1})"])
+    if len(twins) < 2:
+        return first
+    scores = {r["id"]: r.get("score") for r in results}
+    for spec in twins:
+        score = scores.get(spec["id"])
+        if isinstance(score, (int, float)) and (score >= spec["pass_threshold"]) == (live == "pass"):
+            return str(spec["id"])
+    return first
 
 
 def agent_wall_s(iterations: list[Any]) -> Optional[float]:

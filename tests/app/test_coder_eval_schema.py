@@ -1178,3 +1178,24 @@ def test_a_task_folder_named_in_decomposed_unicode_still_holds_its_row(ingest, c
     (root / "run.json").write_bytes(orjson.dumps({"run_id": "night", "task_results": [row]}))
     report = ingest(root)
     assert (report.errors, report.warnings, report.created) == ([], [], {f"night/v/{tid}/00"})
+
+
+def test_an_early_stop_names_the_twin_criterion_whose_result_agrees_with_it(ingest, client, tmp_path):
+    # Two criteria of one type and description: coder_eval's early-stop record names only
+    # those, so the first twin (which passed) was given the failure that stopped the run.
+    twin = {"result_kind": "basic", "criterion_type": "command_executed", "description": "safety check",
+            "evaluation_status": "evaluated", "pass_threshold": 0.9, "gating": True}
+    doc = task("twins", status="FAILURE", score=0.5, iterations=[turns_of(2)],
+               success_criteria_results=[{**twin, "score": 1.0}, {**twin, "score": 0.0}],
+               early_stop={"reason": "criterion_failed", "deciding_criterion_type": "command_executed",
+                           "deciding_criterion_description": "safety check",
+                           "armed_criteria": ["command_executed: safety check"], "sdk_turn_index": 2,
+                           "tool_call_index": None, "elapsed_seconds": 1.0, "turns_remaining_at_stop": 3,
+                           "gate_threshold": 1.0})
+    write(tmp_path / "tw", doc)
+    assert ingest(tmp_path / "tw").errors == []
+    data = api_run(client, "tw/v/twins/00")
+    assert data["early_stop"]["deciding_criterion"] == "command_executed: safety check (2)"
+    decided = {c["id"]: (c["score"], c["live_verdict"], c["decided_at_step"]) for c in data["criteria"]}
+    assert decided == {"command_executed: safety check": (1.0, None, None),
+                       "command_executed: safety check (2)": (0.0, "fail", 2)}
