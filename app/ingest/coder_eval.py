@@ -857,12 +857,15 @@ def row_records(row: dict[str, Any], *, run_id: str, experiment: str, context: d
         "agent_wall_ms": row.get("agent_wall_ms"), "setup_ms": row.get("setup_ms"), "grading_ms": row.get("grading_ms"),
         "total_assistant_turns": row.get("total_turns"), "iteration_count": row.get("iteration_count"),
         "weighted_score": row.get("weighted_score"), "cost_complete": row.get("cost_complete"),
+        # where a row exists, its flag is the agent's slice's too, as for a task.json with a row
+        "agent_cost_complete": row.get("cost_complete") is not False,
         "error_category": row.get("error_category"), "source_file": row.get("task_path"),
     }.items() if v is not None}
     tags = ["coder_eval", *[t for t in _list(row.get("tags")) if isinstance(t, str) and t]]
     start = {"type": "run_start", "run_id": run_id, "schema": "qita.trace/1", "task_id": _str(row.get("task_id")),
              "experiment": experiment, "variant": _str(row.get("variant_id")) or "default", "replicate": replicate,
-             "agent": "coder_eval", "model": _str(row.get("model_used")), "tags": list(dict.fromkeys(tags)),
+             "agent": _str(_dict(row.get("agent_config")).get("type")) or _str(row.get("agent_type")) or "coder_eval",
+             "model": _str(row.get("model_used")), "tags": list(dict.fromkeys(tags)),
              "early_stop": {"enabled": bool(row.get("stopped_early"))}, "metadata": metadata,
              # the task.json, if coder_eval writes it later (a resumed run), is the whole record
              "provisional": True}

@@ -602,7 +602,8 @@ def test_a_run_json_row_without_a_task_json_is_a_run_as_coder_eval_counts_it(ing
     (root / "default" / "x2" / "00" / "task.json").write_bytes(orjson.dumps(ok))
     (root / "default" / "x1" / "00").mkdir(parents=True)  # coder_eval made the folder, then failed
     rows = [_row("x2", "SUCCESS", weighted_score=1.0, total_cost_usd=0.0025, agent_cost_usd=0.0025),
-            _row("x1", "ERROR", error_message="docker daemon is not responding")]
+            _row("x1", "ERROR", error_message="docker daemon is not responding", cost_complete=False,
+                 agent_config={"type": "scripted"})]
     run = {"run_id": root.name, "tasks_run": 2, "tasks_succeeded": 1, "tasks_failed": 0, "tasks_error": 1,
            "pass_rate": 0.5, "task_results": rows}
     (root / "run.json").write_bytes(orjson.dumps(run))
@@ -611,6 +612,10 @@ def test_a_run_json_row_without_a_task_json_is_a_run_as_coder_eval_counts_it(ing
     x1 = _api_run(client, f"{root.name}/default/x1/00")["run"]
     assert (x1["verdict"], x1["source_status"], x1["steps"], x1["tokens_total"], x1["cost_usd"]) == ("error", "ERROR", 0, None, None)
     assert x1["verdict_reason"] == "error: no gradeable attempt (docker daemon is not responding)"
+    # the row names its agent, and its cost flag holds for the agent's slice too (REPORT_SCHEMA:
+    # "every cost figure" is a floor), as for a task.json with a row
+    assert x1["agent"] == "scripted"
+    assert (x1["meta"]["cost_complete"], x1["meta"]["agent_cost_complete"]) == (False, False)
     stats = client.get("/api/runs").json()["stats"]
     assert (stats["runs"], stats["passed"], stats["errored"], stats["pass_rate"]) == (
         run["tasks_run"], run["tasks_succeeded"], run["tasks_error"], run["pass_rate"])
