@@ -166,12 +166,14 @@ def get_stepless_events(session: Session, *, run_pk: int, limit: int = 500) -> l
 
 
 #: Run-level JSON columns a page may show cut and load whole through get_run_field.
-RUN_VALUE_COLUMNS = ("critics", "stop_criteria", "meta", "failure_report", "start_record", "end_record")
+RUN_VALUE_COLUMNS = ("critics", "stop_criteria", "meta", "failure_report", "start_record", "end_record",
+                     # texts the run page cuts past a few thousand characters (templates/_macros.html clipped)
+                     "objective", "final_result", "stop_detail")
 
 
 def get_run_field(session: Session, *, run_pk: int, pointer: str) -> Any:
     """One value of the run outside its steps, addressed by a JSON pointer whose first
-    token says where: `/run/<column>/...` (RUN_VALUE_COLUMNS), `/criteria/<id>/details|result/...`
+    token says where: `/run/<column>/...` (RUN_VALUE_COLUMNS), `/criteria/<id>/details|result|description/...`
     or `/run_events/<n>/...` (the n-th run-level event or unknown record, in page order).
 
     Raises KeyError when it is not there, ValueError when the path is malformed.
@@ -183,7 +185,7 @@ def get_run_field(session: Session, *, run_pk: int, pointer: str) -> Any:
     if root == "run" and key in RUN_VALUE_COLUMNS:
         value = session.execute(select(RUNS.c[key]).where(RUNS.c.id == run_pk)).scalar_one_or_none()
     elif root == "criteria":
-        row = session.execute(select(CRITERIA.c.details, CRITERIA.c.result)
+        row = session.execute(select(CRITERIA.c.details, CRITERIA.c.result, CRITERIA.c.description)
                               .where(CRITERIA.c.run_pk == run_pk, CRITERIA.c.criterion_id == key)).mappings().first()
         if row is None:
             raise KeyError(key)

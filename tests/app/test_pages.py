@@ -307,5 +307,5 @@ def test_a_critic_action_the_engine_does_not_know_is_shown_as_given_and_flagged(
     odd, plain = doc.select("article#step-0 table.critics tbody tr td .badge.action")
     assert text(odd) == "unknown escalate" and text(odd.select_one(".badge-flag")) == "unknown"
     assert odd["class"] == ["badge", "action", "action-continue", "action-unknown"]
-    assert odd["title"] == "not continue, stop or retry: the run acts on it as continue"
+    assert odd["title"] == "escalate — not continue, stop or retry: the run acts on it as continue"
     assert (text(plain), plain["class"], plain.get("title")) == ("retry", ["badge", "action", "action-retry"], None)

@@ -314,3 +314,27 @@ def test_a_negative_limit_draws_no_gauge():
 
     assert gauge(3, -5) is None and gauge(3, 0) is None
     assert gauge(3, 6)["pct"] == 50
+
+
+def test_long_texts_in_the_flow_of_the_page_are_cut_with_show_all(ingest, client, tmp_path):
+    """A 100 KB objective, final result, stop detail, criterion description and critic
+    reason were each written into the run page whole: five of them made a 500 KB page that
+    held Chromium 30–90 s in layout. Each is cut, and its "show all" loads the whole."""
+    big = {name: f"{name}:" + "x" * 100_000 + f":{name}-end" for name in
+           ("objective", "final", "detail", "description", "reason")}
+    recs = [{"type": "run_start", "run_id": "wordy", "objective": big["objective"],
+             "criteria": [{"id": "c1", "type": "custom", "description": big["description"]}]},
+            {"type": "step", "run_id": "wordy", "step": 0,
+             "critic_outputs": [{"critic": "k", "action": "continue", "reason": big["reason"], "score": 0.5}]},
+            {"type": "criterion", "run_id": "wordy", "id": "c1", "score": 1.0, "passed": True},
+            {"type": "run_end", "run_id": "wordy", "status": "completed", "stop_reason": "final",
+             "stop_detail": big["detail"], "final_result": big["final"], "verdict": "pass"}]
+    assert ingest(write_jsonl(tmp_path / "wordy.jsonl", recs)).ok
+    html = client.get("/runs/wordy").text
+    assert len(html) < 100_000                       # none of the five is on the page whole
+    for value in big.values():
+        assert value[:500] in html and value[-20:] not in html
+    links = [a["hx-get"] for a in one(html, "main").select(".long a.more")]
+    wholes = [client.get(link, headers={"HX-Request": "true"}).text for link in links]
+    for name, value in big.items():
+        assert any(value[-20:] in whole for whole in wholes), name

@@ -278,5 +278,46 @@ def test_a_critic_action_the_engine_does_not_know_reads_as_unknown(live_server, 
     page.goto(live_server.url + "/runs/acts")
     badge = page.locator("article#step-0 table.critics .badge.action")
     assert badge.inner_text() == "UNKNOWN escalate"  # the flag is set in capitals
-    assert badge.get_attribute("title") == "not continue, stop or retry: the run acts on it as continue"
+    assert badge.get_attribute("title") == "escalate — not continue, stop or retry: the run acts on it as continue"
+    assert page.errors == []
+
+
+def test_long_trace_text_in_a_badge_wraps_at_390_px_and_its_title_holds_it(live_server, page, ingest, tmp_path):
+    # a 100-character action and criterion id in badges were cut at 390 px (white-space:
+    # nowrap), the verdict after the id with them, and neither badge's title held the value
+    action = "escalate_to_a_human_reviewer_" + "x" * 70
+    cid = "criterion_" + "y" * 90
+    outputs = [[{"critic": "odd", "action": action, "reason": "r"}]]
+    recs = run_records("wide", steps=1, critic_outputs=outputs)
+    recs[1]["live_verdicts"] = {cid: "undecided"}
+    assert ingest(write_jsonl(tmp_path / "w.jsonl", recs)).ok
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(live_server.url + "/runs/wide")
+    badge = page.locator("article#step-0 table.critics .badge.action")
+    assert badge.inner_text() == f"UNKNOWN {action}" and badge.get_attribute("title").startswith(action + " — ")
+    verdict = page.locator("article#step-0 .live-verdicts .badge")
+    assert verdict.get_attribute("title") == f"{cid}: undecided"
+    for el in (badge, verdict):   # the whole text is laid out inside the badge: nothing cut
+        assert el.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    box = verdict.bounding_box()
+    assert box["x"] + box["width"] <= 390
+    assert page.errors == []
+
+
+def test_a_run_of_huge_texts_opens_cut_and_show_all_brings_each_whole(live_server, page, ingest, tmp_path):
+    # 100 KB objective and critic reason were laid out whole: the page took 30–90 s to appear
+    objective = "objective:" + "o" * 100_000 + ":objective-end"
+    reason = "reason:" + "r" * 100_000 + ":reason-end"
+    outputs = [[{"critic": "k", "action": "continue", "reason": reason, "score": 0.5}]]
+    recs = run_records("huge", steps=1, critic_outputs=outputs, objective=objective)
+    assert ingest(write_jsonl(tmp_path / "h.jsonl", recs)).ok
+    page.goto(live_server.url + "/runs/huge")
+    head = page.locator(".run-head .objective")
+    assert "objective-end" not in head.inner_text()
+    head.get_by_role("button", name="show all").click()
+    until(page, "document.querySelector('.run-head .objective').innerText.includes('objective-end')")
+    cell = page.locator("article#step-0 td.critic-reason")
+    assert "reason-end" not in cell.inner_text()
+    cell.get_by_role("button", name="show all").click()
+    until(page, "document.querySelector('article#step-0 td.critic-reason').innerText.includes('reason-end')")
     assert page.errors == []
