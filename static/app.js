@@ -271,6 +271,13 @@
         expand.textContent = open ? "collapse all" : "expand all";
       });
     }
+    // The runs list's search box sends itself as it is typed into (htmx: input, after a
+    // pause); the change event a browser fires when it loses the focus would send the same
+    // address again and push it a second time: Back then stayed on the same list.
+    var search = document.getElementById("q");
+    if (search && search.form && search.form.id === "filters") {
+      search.addEventListener("change", function (ev) { ev.stopPropagation(); });
+    }
     document.body.addEventListener("qita-runs-changed", function () {
       if (window.htmx && document.getElementById("results")) {
         // htmx swaps in the server-rendered (escaped) table; its default swap replaces the content.

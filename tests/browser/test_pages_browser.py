@@ -320,3 +320,21 @@ def test_a_run_that_ended_without_saying_why_reads_so(live_server, page, ingest,
     page.goto(live_server.url + "/runs/said")
     assert " ".join(page.locator(".run-head .ended-by").inner_text().split()) == "ended by step budget"
     assert page.errors == []
+
+
+def test_leaving_the_search_box_adds_no_second_history_entry(live_server, page, ingest, tmp_path):
+    # the box's change event on blur sent the same address again: Back stayed on ?q=needle
+    assert ingest(write_set(tmp_path / "t")).ok
+    page.goto(live_server.url + "/runs")
+    page.locator("#q").click()
+    page.keyboard.type("needle")
+    until(page, "location.search.includes('q=needle')")
+    until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 1")
+    entries = page.evaluate("history.length")
+    page.keyboard.press("Tab")
+    page.wait_for_timeout(800)   # longer than the search's 300 ms pause
+    assert page.evaluate("history.length") == entries
+    page.go_back()
+    until(page, "!location.search.includes('q=')")
+    until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 5")
+    assert page.errors == []
