@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from contextlib import asynccontextmanager
-from typing import Optional
+from typing import Any, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -177,5 +177,29 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     app.state.security = guard = Guard(settings)
     app.add_middleware(SecurityMiddleware, settings=settings, guard=guard)
     app.add_middleware(RawPathMiddleware)
+    app.add_middleware(HeadAsGet)
     return app
+
+
+class HeadAsGet:
+    """HEAD answered as the GET of the same address, headers and all, without its body:
+    FastAPI's routes declare GET alone, so HEAD was a 405 for link checkers and monitors."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def without_body(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        # The server keeps its own scope (it knows the request was HEAD); the app sees a GET.
+        await self.app({**scope, "method": "GET"}, receive, without_body)
 

@@ -309,3 +309,13 @@ def test_a_critic_action_the_engine_does_not_know_is_shown_as_given_and_flagged(
     assert odd["class"] == ["badge", "action", "action-continue", "action-unknown"]
     assert odd["title"] == "escalate — not continue, stop or retry: the run acts on it as continue"
     assert (text(plain), plain["class"], plain.get("title")) == ("retry", ["badge", "action", "action-retry"], None)
+
+
+def test_head_answers_as_get_without_a_body(crafted, client):
+    # link checkers and monitors ask with HEAD: FastAPI's GET routes answered 405
+    for url in ("/", "/runs?verdict=fail", "/api/runs", "/runs/a", "/compare", "/static/app.css"):
+        get, head = client.get(url), client.head(url)
+        assert (head.status_code, head.content) == (get.status_code, b""), url
+        assert get.status_code == 200 and head.headers["content-type"] == get.headers["content-type"], url
+    assert client.head("/runs/no-such-run").status_code == 404
+    assert client.post("/runs").status_code == 405   # other methods are as before
