@@ -185,6 +185,23 @@
     var t = ev.target;
     if (ev.key === " " && t && t.tagName === "A" && t.getAttribute("role") === "button") { ev.preventDefault(); t.click(); }
   });
+  // A pager's link is swapped away with the table it pages: its focus fell to <body>, and a
+  // keyboard reader started again from the top. The same link of the new pager takes it
+  // (the other one when the end was reached: "next" is gone on the last page).
+  var paged = null;
+  document.addEventListener("click", function (ev) {
+    var link = ev.target.closest ? ev.target.closest(".pager a[hx-get], .pairs-pager a[hx-get]") : null;
+    paged = link ? { text: link.textContent.trim(), pager: link.closest(".pager") ? ".pager" : ".pairs-pager" } : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!paged) return;
+    var was = paged;
+    paged = null;
+    if (document.activeElement && document.activeElement !== document.body) return;
+    var links = Array.prototype.slice.call(document.querySelectorAll(was.pager + " a"));
+    var same = links.filter(function (a) { return a.textContent.trim() === was.text; })[0] || links[0];
+    if (same) same.focus({ preventScroll: true });
+  });
   document.addEventListener("htmx:afterSettle", function () {
     var el = document.querySelector("[data-focus-after-swap]");
     if (!el) return;

@@ -338,3 +338,18 @@ def test_leaving_the_search_box_adds_no_second_history_entry(live_server, page, 
     until(page, "!location.search.includes('q=')")
     until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 5")
     assert page.errors == []
+
+
+def test_paging_by_keyboard_keeps_the_focus_on_the_pager(live_server, page, ingest, tmp_path):
+    # Enter on "next →" swapped the table and its pager: the focus fell to <body>
+    assert ingest(write_set(tmp_path / "t")).ok
+    page.goto(live_server.url + "/runs?sort=run_id&order=asc&limit=2")
+    page.locator(".pager a", has_text="next →").focus()
+    page.keyboard.press("Enter")
+    until(page, "location.search.includes('offset=2')")
+    until(page, "document.activeElement && document.activeElement.textContent.trim() === 'next →'")
+    page.keyboard.press("Enter")                     # the last page: no "next", "previous" takes it
+    until(page, "location.search.includes('offset=4')")
+    until(page, "document.activeElement && document.activeElement.textContent.trim() === '← previous'")
+    assert [t.strip() for t in page.locator("td.run-id").all_inner_texts()] == ["early-1"]
+    assert page.errors == []
