@@ -16,6 +16,7 @@ from ..queries import comparison, run_detail
 from ..render import past_end, respond
 from ..run_view import run_header
 from ..secrets import Masker
+from ..words import plural
 
 router = APIRouter(tags=["compare"])
 
@@ -26,10 +27,6 @@ Text = Annotated[Optional[str], Query(max_length=400)]
 
 
 
-
-
-def _pairs_count(total: int, only: Optional[str]) -> str:
-    return f"{total} {'pair' if total == 1 else 'pairs'}{' disagree' if only == 'disagree' else ''}"
 
 
 def chooser_defaults(choices: dict[str, list[str]], groups: Any) -> dict[str, Optional[str]]:
@@ -77,7 +74,7 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
     data = comparison.comparison(session, ga, gb, group=group, sort=sort, only=only or "", offset=offset,
                                       limit=limit or (PAGE_PAIRS if page else None))
     moved = past_end(request, offset=offset, total=data["pairs_total"], limit=limit or (PAGE_PAIRS if page else None),
-                     what=_pairs_count(data["pairs_total"], only))
+                     what=plural(data["pairs_total"], "pair") + (" disagree" if only == "disagree" else ""))
     if moved is not None:
         return moved
     params = ({"experiment": ga.experiment, "a": ga.value, "b": gb.value} if ga.kind == "variant" else

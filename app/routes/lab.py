@@ -14,6 +14,7 @@ from ..lab import export, view
 from ..queries.run_list import RunFilters
 from ..render import past_end, respond
 from ..secrets import Masker
+from ..words import plural
 
 router = APIRouter(tags=["lab"])
 
@@ -96,7 +97,7 @@ def lab_view(request: Request, session: SessionDep, filters: SetDep, args: Polic
     total = data["pairs_total"]
     moved = data["indexing"]["ready"] and past_end(
         request, offset=offset, total=total, limit=limit or (view.PAGE_PAIRS if page else None),
-        what=f"{total} paired task{'' if total == 1 else 's'}")
+        what=plural(total, "paired task"))
     if moved:
         return moved
     data["frontier_url"] = f"/api/lab/frontier?{_query(data, measure=measure)}"

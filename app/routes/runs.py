@@ -17,6 +17,7 @@ from ..queries.pointers import MAX_POINTER_CHARS, parse_pointer
 from ..render import JSONResponse, is_htmx, past_end, respond, wants_json
 from ..run_view import public, run_header
 from ..urls import run_path
+from ..words import plural
 
 router = APIRouter(tags=["runs"])
 
@@ -73,7 +74,7 @@ def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any
     """Runs matching the search and filters, one page, with figures for the whole filtered set."""
     rows, count = run_list.list_runs(session, filters=filters)
     moved = past_end(request, offset=filters.offset, total=count, limit=filters.limit,
-                     what=f"{count} run{'' if count == 1 else 's'} match", query=list(filters.as_params().items()))
+                     what=plural(count, "run") + " match", query=list(filters.as_params().items()))
     if moved is not None:
         return moved
     data = {
