@@ -154,19 +154,57 @@ def _json_kind(value: Any) -> str:
             bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+_UTF16_LINE = "UTF-16 text (a NUL byte between characters), not a UTF-8 JSON line: save the file as UTF-8"
+_BINARY_LINE = "binary data (NUL byte), not a JSON line"
+
+
+def _nul_kind(raw: bytes) -> str:
+    """Why bytes holding a NUL are no JSON line: UTF-16 text or binary data (the message)."""
+    n = len(raw)
+    printable = raw.strip(b"\x00\r\n")  # none at all: a file's NUL-filled tail (an unclean shutdown)
+    odd, even = raw[1::2].count(0), raw[0::2].count(0)
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (n < 4 and not printable) or (
+            printable and max(odd, even) * 4 >= n and min(odd, even) * 20 <= n):
+        # NULs on one side of the byte pairs only: text saved as UTF-16 (Windows'
+        # "Unicode"), not binary; most of them, where the text is not all Latin letters.
+        # A line of NULs alone is what UTF-16's last newline leaves, when short.
+        return _UTF16_LINE
+    return _BINARY_LINE
+
+
+#: Bytes at a file's start looked at for a NUL (see _whole_file_error).
+SNIFF_BYTES = 4096
+
+
+def _whole_file_error(head: bytes) -> Optional[str]:
+    """The one error for a whole file whose first bytes say it is no JSON Lines text at all.
+
+    A NUL byte never stands in JSON text (a string writes it as \\u0000): one among the
+    first bytes means an image, a database file or random bytes named .jsonl (1 MB of them
+    was 1,001 "bad lines", one per newline byte that happened to fall in it), or UTF-16 text,
+    every line of which carried the same error. A head of NULs alone (space kept for a
+    file that was never written) is left to the lines, as before.
+    """
+    nul = head.find(b"\x00")
+    if nul < 0 or not head.strip(b"\x00\r\n"):
+        return None
+    before = head[:nul].split(b"\n")
+    if any(line.lstrip()[:1] == b"{" for line in before[:-1]):
+        # Records come first (a UTF-8 trace that something appended other bytes to, such as
+        # Windows PowerShell's `>>` writing UTF-16): they are read, the bad lines reported.
+        return None
+    if _nul_kind(head) == _UTF16_LINE:
+        return ("UTF-16 text (a NUL byte between characters), not UTF-8 JSON Lines: the file was not read; "
+                "save it as UTF-8")
+    if before[-1].lstrip()[:1] == b"{":
+        return None  # a record holding a raw NUL: that line's error, the lines after it read
+    return "binary data (a NUL byte in its first bytes), not a JSON Lines file: the file was not read"
+
+
 def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """Parse one line (without its newline) into a dict, or say why it is not a record."""
     if b"\x00" in raw:
-        n = len(raw)
-        printable = raw.strip(b"\x00\r")  # none at all: a file's NUL-filled tail (an unclean shutdown)
-        odd, even = raw[1::2].count(0), raw[0::2].count(0)
-        if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (n < 4 and not printable) or (
-                printable and max(odd, even) * 4 >= n and min(odd, even) * 20 <= n):
-            # NULs on one side of the byte pairs only: text saved as UTF-16 (Windows'
-            # "Unicode"), not binary; most of them, where the text is not all Latin letters.
-            # A line of NULs alone is what UTF-16's last newline leaves, when short.
-            return None, "UTF-16 text (a NUL byte between characters), not a UTF-8 JSON line: save the file as UTF-8"
-        return None, "binary data (NUL byte), not a JSON line"
+        return None, _nul_kind(raw)
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -420,6 +458,16 @@ def iter_items(
     errors = 0
     suppressed = 0
     peek = getattr(fh, "peek", None)
+    if start_offset == 0 and peek is not None:
+        whole = _whole_file_error(peek(SNIFF_BYTES)[:SNIFF_BYTES])
+        if whole is not None:
+            # Read through (hashed, counted) so the file is done with, as its bad lines were.
+            while chunk := fh.read(1 << 20):
+                offset += len(chunk)
+                if hasher is not None:
+                    hasher.update(chunk)
+            yield Item(line=1, end=offset, error=whole)
+            return
     while True:
         raw = fh.readline(max_line_bytes + 1)
         if not raw:

@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 import zipfile
@@ -28,6 +29,8 @@ from tests.conftest import ROOT
 
 MAX_LINE = 300_000  # above the 200 KB deep-nesting line, below the 400 KB long line
 MAX_ARCHIVE = 1_000_000
+#: The one error for a file whose first bytes are binary (written out here, not imported).
+WHOLE_BINARY = "binary data (a NUL byte in its first bytes), not a JSON Lines file: the file was not read"
 ENV_LIMITS = {"QITA_MAX_LINE_BYTES": str(MAX_LINE), "QITA_MAX_ARCHIVE_BYTES": str(MAX_ARCHIVE)}
 
 
@@ -68,8 +71,6 @@ class Case:
     warnings: list[tuple[Optional[int], str]] = field(default_factory=list)
     #: run id -> step indexes expected present afterwards
     runs: dict[str, list[int]] = field(default_factory=dict)
-    #: only the first error is asserted exactly (many similar lines follow)
-    first_error_only: bool = False
 
 
 def _gzip(data: bytes) -> bytes:
@@ -185,12 +186,24 @@ CASES: list[Case] = [
     Case("zip_bomb", "zbomb.zip", _zip_bomb,
          errors=[(None, f"archive entry declares 5000000 bytes, more than the limit of {MAX_ARCHIVE} bytes: skipped")],
          error_labels=["zbomb.zip/b-huge.jsonl"], runs={"zb": [0]}),
-    Case("binary_named_jsonl", "binary.jsonl", lambda: bytes(range(256)) * 40,
-         errors=[(1, "binary data (NUL byte), not a JSON line")], first_error_only=True),
-    # Windows' "Unicode" is UTF-16: every other byte NUL, said as such (it read "binary data")
+    # A file that is no text at all is one error, not one per newline byte in it (1 MB of
+    # random bytes was 1,001 "bad lines")
+    Case("binary_named_jsonl", "binary.jsonl", lambda: bytes(range(256)) * 40, errors=[(1, WHOLE_BINARY)]),
+    Case("random_bytes", "random.jsonl", lambda: random.Random(16).randbytes(1_000_000), errors=[(1, WHOLE_BINARY)]),
+    Case("png_named_jsonl", "image.jsonl", lambda: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8,
+         errors=[(1, WHOLE_BINARY)]),
+    # Windows' "Unicode" is UTF-16: every other byte NUL, said as such (it read "binary data"),
+    # once for the file (every line carried it)
     Case("utf16", "utf16.jsonl", lambda: lines(start("u"), step("u", 0)).decode().encode("utf-16"),
-         errors=[(1, "UTF-16 text (a NUL byte between characters), not a UTF-8 JSON line: save the file as UTF-8")],
-         first_error_only=True),
+         errors=[(1, "UTF-16 text (a NUL byte between characters), not UTF-8 JSON Lines: the file was not read; "
+                     "save it as UTF-8")]),
+    # ... but records before the first NUL are read, and so are those after a bad line
+    Case("records_then_binary", "tail.jsonl",
+         lambda: lines(start("rb"), step("rb", 0)) + b"\x00\x01junk\n" + lines(step("rb", 1)),
+         errors=[(3, "binary data (NUL byte), not a JSON line")], runs={"rb": [0, 1]}),
+    Case("raw_nul_in_first_record", "rawnul.jsonl",
+         lambda: b'{"type":"run_start","run_id":"x\x00"}\n' + lines(start("rn"), step("rn", 0)),
+         errors=[(1, "binary data (NUL byte), not a JSON line")], runs={"rn": [0]}),
     Case("two_run_starts", "twostarts.jsonl",
          lambda: lines(start("d", objective="first"), step("d", 0), start("d", objective="second")),
          warnings=[(3, "second run_start for this run with different content: ignored, the first one received is kept")],
@@ -248,10 +261,7 @@ def check_issues(case: Case, got: list[dict], label: str) -> None:
     want = [{"file": lab, "line": ln, "message": msg} for lab, (ln, msg) in zip(labels, case.errors)]
     if case.name in LINE_FREE:
         got = [{**g, "line": None} for g in got]
-    if case.first_error_only:
-        assert got[:1] == want
-    else:
-        assert got == want
+    assert got == want
 
 
 def check_kept(client: TestClient, case: Case) -> None:
@@ -369,3 +379,17 @@ def test_a_line_of_nul_bytes_alone_is_binary_not_utf16():
     # text that is not all Latin letters has fewer NULs, all on one side of the pairs
     assert parse_line('{"objective": "修复测试 — résumé ok"}'.encode("utf-16-le"))[1].startswith("UTF-16 text")
     assert parse_line(bytes(range(256)) * 40) == (None, "binary data (NUL byte), not a JSON line")
+
+
+def test_utf16_appended_to_a_utf8_trace_keeps_the_records_before_it(tmp_path: Path):
+    # Windows PowerShell 5's `>>` appends UTF-16 to a UTF-8 file: the first lines are records
+    # and stay read; only the appended lines are reported, never the whole file.
+    path = tmp_path / "appended.jsonl"
+    path.write_bytes(lines(start("ap"), step("ap", 0)) + lines(step("ap", 1)).decode().encode("utf-16-le"))
+    proc = _cli_ingest(path, tmp_path / "q.db")
+    report = orjson.loads(proc.stdout)
+    assert report["errors"] and all(e["line"] >= 3 for e in report["errors"])
+    assert all("the file was not read" not in e["message"] for e in report["errors"])
+    with TestClient(create_app(Settings(db=str(tmp_path / "q.db"))), base_url="http://127.0.0.1") as c:
+        body = c.get("/api/runs/ap/steps").json()
+        assert [s["step"] for s in body["data"]] == [0]

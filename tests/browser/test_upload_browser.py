@@ -132,3 +132,21 @@ def test_two_files_of_one_name_in_one_upload_are_two_files(live_server, page):
     lines = len(second.splitlines())
     assert result.locator(".rejected").inner_text() == f"same (2).jsonl:{lines}: not a JSON object (got an array)"
     assert page.errors == []
+
+
+def test_a_binary_file_named_jsonl_is_one_rejection_beside_a_good_file(live_server, page):
+    # 64 KB of bytes 0-255 named .jsonl was listed as 257 rejected "lines", one per newline
+    # byte in it: now the file is named once, and the good file beside it is read.
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[
+        {"name": "photo.jsonl", "mimeType": "application/x-ndjson", "buffer": bytes(range(256)) * 256},
+        {"name": "good.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
+    page.get_by_role("button", name="Upload").click()
+    result = page.locator(".upload-result")
+    result.wait_for()
+    rejected = result.locator(".rejected li").all_inner_texts()
+    assert rejected == ["photo.jsonl:1: binary data (a NUL byte in its first bytes), not a JSON Lines file: "
+                        "the file was not read",
+                        "good.jsonl:3: invalid JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"]
+    assert result.locator(".runs-created a").inner_text() == "browser/run"
+    assert page.errors == []
