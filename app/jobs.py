@@ -91,6 +91,9 @@ class Job:
     cleanup: Optional[Callable[[], None]] = None
     ingestor: Optional[Ingestor] = None
     deadline: Optional[float] = None
+    #: Cancel was asked for after the job had done all its work: everything was read and
+    #: kept, which the result says (it showed as if no Cancel had been pressed)
+    cancel_late: bool = False
 
     @property
     def is_upload(self) -> bool:
@@ -110,6 +113,7 @@ class Job:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "label": self.label, "state": self.state, "done_bytes": self.done_bytes,
                 "total_bytes": self.total_bytes, "records": self.records, "error": self.error,
+                "cancel_late": self.cancel_late,
                 "result": self.result.to_json() if hasattr(self.result, "to_json") else self.result}
 
 
@@ -194,6 +198,8 @@ class Writer:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None or job.finished.is_set():
+                if job is not None and job.state == "done":
+                    job.cancel_late = True
                 return job
             queue = self._queues.get(job.owner)
             if queue is not None and job in queue:
@@ -247,6 +253,8 @@ class Writer:
                 job.ingestor = Ingestor(self.engine, self.settings, progress=functools.partial(self._progress, job),
                                         gate=self.gate.hold, stop=job.should_stop)
                 job.result = job.fn(job, job.ingestor)
+                # A stop asked for during the last batch finds no next check: all was read.
+                job.cancel_late = job.stop_reason == "cancel"
                 self._end(job, "done")
             except Stopped:
                 reason = job.stop_reason

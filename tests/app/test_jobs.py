@@ -146,6 +146,39 @@ def test_a_running_upload_is_cancelled_at_its_next_batch(tmp_path):
         assert [r["run_id"] for r in upload["runs_created"]] == ["r"]
 
 
+def test_a_cancel_after_the_upload_finished_says_it_came_too_late_and_keeps_everything(tmp_path):
+    # It answered with the full result and no word about the Cancel that was pressed.
+    with _client(tmp_path) as c:
+        job = c.post("/api/traces", params={"wait": "true"}, files=[("files", ("f.jsonl", big_trace("f", 5)))]).json()
+        poll = f"/api/jobs/{job['job']}"
+        assert c.get(poll).json()["cancel_late"] is False
+        late = c.post(f"/api/jobs/{job['job']}/cancel").json()
+        assert late["state"] == "done" and late["cancel_late"] is True and late["error"] is None
+        assert c.get(poll).json()["cancel_late"] is True
+        assert c.get("/api/runs/f/steps").json()["count"] == 5
+        page = c.post(f"/upload/jobs/{job['job']}/cancel").text
+        assert "Cancel came too late: the upload had already been read, and all of it is kept" in page
+        assert f'href="/uploads/{job["upload_id"]}/delete"' in page
+
+
+def test_a_cancel_during_the_last_batch_is_late_too(tmp_path):
+    # The stop is looked at between batches: one asked for during the last finds none.
+    with _client(tmp_path) as c:
+        writer = c.app.state.writer
+        started, release = threading.Event(), threading.Event()
+
+        def last_batch(job, ingestor):
+            started.set()
+            release.wait(30)
+            return {"files": []}
+        job = writer.submit("upload", last_batch, owner="upload:x")
+        assert started.wait(30)
+        assert writer.cancel(job.id) is job and job.state == "running"
+        release.set()
+        _wait(lambda: job.finished.is_set())
+        assert job.state == "done" and job.cancel_late is True
+
+
 def test_the_boards_own_jobs_are_no_uploads_to_show_or_cancel(tmp_path):
     # Job numbers come from one counter: a visitor trying /upload/jobs/1 reached the board's
     # own job (the lab's index, a sweep) and got a 500; cancelling it stopped the board's work.

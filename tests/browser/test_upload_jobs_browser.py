@@ -139,3 +139,32 @@ def test_without_javascript_a_pending_upload_reloads_its_progress_and_can_be_can
     finally:
         release.set()
         context.close()
+
+
+def test_a_cancel_pressed_after_the_upload_finished_says_it_came_too_late(live_server, page):
+    # The page's last poll showed the upload still queued, but it finished before Cancel
+    # reached the board: the result came back with no word about the Cancel.
+    writer = live_server.app.state.writer
+    release = threading.Event()
+    writer.submit("blocker", lambda job, ingestor: release.wait(60), owner="blocker")
+    try:
+        page.goto(live_server.url + "/upload")
+        page.set_input_files("#files", files=[{"name": "late.jsonl", "mimeType": "application/x-ndjson",
+                                                "buffer": TRACE}])
+        page.get_by_role("button", name="Upload").click()
+        page.locator("#upload-job").wait_for()
+        # the page's polls go unanswered from here, so it still shows the queued upload
+        page.route("**/upload/jobs/*", lambda route: route.abort() if route.request.method == "GET"
+                   else route.continue_())
+    finally:
+        release.set()
+    job = max((j for j in writer._jobs.values() if j.is_upload), key=lambda j: j.id)
+    assert job.finished.wait(30) and job.state == "done"
+    page.get_by_role("button", name="Cancel").click()
+    late = page.locator("#upload-cancel-late")
+    late.wait_for()
+    assert late.inner_text() == ("Cancel came too late: the upload had already been read, and all of it is kept"
+                                 " — remove what it added….")
+    assert page.locator(".upload-result .runs-created a").inner_text() == "browser/run"
+    # only what the aborted polls logged
+    assert [e for e in page.errors if "ERR_FAILED" not in e and "htmx:" not in e] == []
