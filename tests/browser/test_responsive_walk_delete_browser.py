@@ -271,6 +271,15 @@ def test_delete_a_wrongly_uploaded_run_from_its_page(board, browser, live_server
         page.locator(".delete-link").click()
         page.wait_for_url("**/runs/uploaded-1/delete")
         assert "steps 2" in page.locator("#row-counts").inner_text()
+        # each run's cells are read in full on the phone: the task was cut to a letter a line
+        # and the steps column was off-screen, in a table that scrolled sideways
+        cells = page.locator("table.delete-runs tbody tr").first.locator("td")
+        assert cells.all_inner_texts() == ["uploaded-1", "exp / e2e", "task-uploaded-1", "2"]
+        labels = cells.evaluate_all("tds => tds.map(td => getComputedStyle(td, '::before').content)")
+        assert labels == ["none", '"experiment / variant: "', '"task: "', '"steps: "']
+        for i in range(4):
+            box = cells.nth(i).bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["height"] < 30
         page.locator("#confirm-delete").click()
         page.locator("#delete-done").wait_for()
         assert "Removed 1 run" in page.locator("#delete-done").inner_text()
