@@ -227,3 +227,29 @@ def test_an_old_link_past_the_last_page_of_pairs_opens_the_last_page(live_server
     until(page, "location.search.includes('offset=2')")
     until(page, "document.querySelectorAll('tr.pair-row').length === 2")
     assert page.errors == []
+
+
+def test_the_pairs_as_sorted_and_filtered_download_as_csv(live_server, page, ingest, tmp_path):
+    # The export links ignored "disagreements only" and the sort: the CSV held every pair
+    # by task whatever the table showed.
+    import csv
+    import io
+
+    from tests.app.test_compare_report import grouped_experiment
+
+    assert ingest(grouped_experiment(tmp_path / "grp.jsonl")).ok
+    page.goto(live_server.url + "/compare?experiment=grp&a=smoke&b=e2e")
+    assert page.locator(".pairs-csv").count() == 0          # the one above is every pair by task
+    page.get_by_label("disagreements only").check()
+    link = page.locator(".pairs-csv")
+    link.wait_for()
+    assert page.locator(".pairs-export").inner_text() == "CSV of these 2 pairs (disagreements only, sorted by task)"
+    rows = list(csv.DictReader(io.StringIO(page.request.get(live_server.url + link.get_attribute("href")).text())))
+    assert [(r["task_id"], r["replicate"], r["agree"]) for r in rows] == [("r1", "1", "no"), ("r4", "0", "no")]
+    page.get_by_label("disagreements only").uncheck()
+    page.select_option("select[name=sort]", "disagreement")
+    until(page, "document.querySelector('.pairs-export') && "
+                "document.querySelector('.pairs-export').innerText.includes('5 pairs')")
+    rows = list(csv.DictReader(io.StringIO(page.request.get(live_server.url + link.get_attribute("href")).text())))
+    assert [r["agree"] for r in rows] == ["no", "no", "yes", "yes", "yes"]
+    assert page.errors == []
