@@ -574,7 +574,11 @@ def _spec(cid: str, base: str, ctype: Any, description: Any, gating: Any, thresh
         stop_when = config["stop_when"]
     elif base in armed:
         stop_when = "decided"
+    # The result's `pass_threshold` mirrors its criterion's (results.py); a result written
+    # before the field existed has the configured one only, which is what the gate used.
     threshold = _num(threshold)
+    if threshold is None:
+        threshold = _num(config.get("pass_threshold"))
     spec = {"id": cid, "type": _str(ctype), "description": _str(description), "gating": gating is not False,
             "pass_threshold": threshold if threshold is not None else 0.9,
             "stop_when": stop_when if (enabled or base in armed) else None}

@@ -957,3 +957,24 @@ def test_a_weighted_gate_below_one_passes_with_an_armed_criterion_failed(ingest,
     assert "criteria alone say" not in page
     assert "gated on armed criteria only (weighted: 50% of their weight needed)" in " ".join(page.split())
     assert _api_run(client, "wg/smoke/w1/00")["gate_threshold"] == 0.5
+
+
+def test_a_result_without_its_pass_threshold_takes_the_configured_one(ingest, client, tmp_path):
+    # coder_eval's gate compares each score with its criterion's configured pass_threshold
+    # (all_criteria_passed); the result's field only mirrors it, and older task.json files
+    # lack it. 0.6 against a configured 0.5 passes: it was read against the 0.9 default,
+    # a "criteria alone say fail" beside coder_eval's SUCCESS.
+    doc = task_json("th", "e2e", status="SUCCESS", turns=[("run", ["pytest"])],
+                    usage={"uncached_input_tokens": 10, "output_tokens": 5})
+    doc["weighted_score"] = 0.6
+    doc["success_criteria_results"] = [{"criterion_type": "run_command", "description": "tests pass", "score": 0.6}]
+    doc["task_config"] = {"resolved": {"success_criteria": [
+        {"type": "run_command", "description": "tests pass", "pass_threshold": 0.5}]}}
+    target = tmp_path / "th" / "e2e" / "th" / "00"
+    target.mkdir(parents=True)
+    (target / "task.json").write_bytes(orjson.dumps(doc))
+    assert ingest(tmp_path / "th").errors == []
+    body = _api_run(client, "th/e2e/th/00")
+    assert [(c["id"], c["pass_threshold"], c["passed"]) for c in body["criteria"]] == [
+        ("run_command: tests pass", 0.5, True)]
+    assert (body["run"]["verdict"], body["run"]["criteria_verdict"]) == ("pass", "pass")
