@@ -78,13 +78,21 @@ def failing_criteria(criteria: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
                 stop_detail: Optional[str], verdict_reason: Optional[str] = None) -> list[dict[str, Any]]:
-    """A failing run's reasons: each failing criterion, else the run's own reason for its
-    verdict, else how the run ended."""
-    failed = failing_criteria(criteria)
-    if failed:
-        return [{"reason": f"criterion {c['id']} failed", "criterion": c["id"], "stop_reason": None} for c in failed]
-    if verdict_reason:
-        return [{"reason": verdict_reason, "criterion": None, "stop_reason": stop_reason}]
+    """A failing run's reasons: the run's own reason for its verdict and each failing
+    criterion, else how the run ended."""
+    return _reasons_of([c["id"] for c in failing_criteria(criteria)], stop_reason, stop_detail, verdict_reason)
+
+
+def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: Optional[str],
+                verdict_reason: Optional[str]) -> list[dict[str, Any]]:
+    # The producer's reason comes first and does not hide the criteria: coder_eval fails a
+    # run that ran out of turns or budget, or crashed, whatever its criteria said (its
+    # status, beside the failed criteria its failed_samples list); such a run was counted
+    # under a failed criterion only, never under "turn budget exhausted".
+    out = [{"reason": verdict_reason, "criterion": None, "stop_reason": stop_reason}] if verdict_reason else []
+    out += [{"reason": f"criterion {c} failed", "criterion": c, "stop_reason": None} for c in failed_ids]
+    if out:
+        return out
     if stop_detail:
         return [{"reason": stop_detail, "criterion": None, "stop_reason": stop_reason}]
     from .present import stop_reason_info
@@ -92,13 +100,6 @@ def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
     # No criterion, detail or stop reason: counted under no reason (listed last).
     text = stop_reason_info(stop_reason)["label"] if stop_reason else None
     return [{"reason": text, "criterion": None, "stop_reason": stop_reason}]
-
-
-def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: Optional[str],
-                verdict_reason: Optional[str]) -> list[dict[str, Any]]:
-    if failed_ids:
-        return [{"reason": f"criterion {c} failed", "criterion": c, "stop_reason": None} for c in failed_ids]
-    return run_reasons([], stop_reason=stop_reason, stop_detail=stop_detail, verdict_reason=verdict_reason)
 
 
 def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str, Any]]:

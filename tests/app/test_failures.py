@@ -125,3 +125,20 @@ def test_a_run_failed_by_its_recorded_verdict_is_counted_under_its_own_reason(tm
     variants = client.get("/api/experiments").json()["experiments"][0]["variants"]
     assert sorted(r["reason"] for r in variants[0]["failure_reasons"]) == [
         "failed: token budget exceeded", "process exited with code 1"]
+
+
+def test_a_run_failed_by_its_status_is_counted_under_it_and_under_its_failed_criteria(tmp_path, ingest, client):
+    # coder_eval's MAX_TURNS_EXHAUSTED fails the run whatever its criteria said; with a
+    # criterion failed too, the run was counted under the criterion only, and "turn budget
+    # exhausted" was nowhere among the reasons.
+    recs = run_records("turns", stop_reason="budget_steps", criteria=[{"id": "tests"}, {"id": "ran"}],
+                       results=[{"id": "tests", "score": 0.0, "passed": False}, {"id": "ran", "score": 1.0, "passed": True}])
+    recs[-1].update(verdict="fail", verdict_reason="failed: turn budget exhausted")
+    plain = run_records("plain", criteria=[{"id": "tests"}], results=[{"id": "tests", "score": 0.0, "passed": False}])
+    assert ingest(write_jsonl(tmp_path / "t.jsonl", recs + plain)).ok
+    stats = client.get("/api/runs").json()["stats"]
+    assert [(f["reason"], f["count"]) for f in stats["top_failures"]] == [
+        ("criterion tests failed", 2), ("failed: turn budget exhausted", 1)]
+    variants = client.get("/api/experiments").json()["experiments"][0]["variants"]
+    assert [(r["reason"], r["count"]) for r in variants[0]["failure_reasons"]] == [
+        ("criterion tests failed", 2), ("failed: turn budget exhausted", 1)]
