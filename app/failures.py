@@ -17,7 +17,7 @@ the runs list and the experiments overview count.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from sqlalchemy import select
 from sqlmodel import Session
@@ -84,7 +84,7 @@ def run_reasons(criteria: list[dict[str, Any]], *, stop_reason: Optional[str],
 
 
 def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: Optional[str],
-                verdict_reason: Optional[str]) -> list[dict[str, Any]]:
+                verdict_reason: Optional[str], unresolved: Sequence[str] = ()) -> list[dict[str, Any]]:
     # The producer's reason comes first and does not hide the criteria: coder_eval fails a
     # run that ran out of turns or budget, or crashed, whatever its criteria said (its
     # status, beside the failed criteria its failed_samples list); such a run was counted
@@ -93,6 +93,11 @@ def _reasons_of(failed_ids: list[str], stop_reason: Optional[str], stop_detail: 
     out += [{"reason": f"criterion {c} failed", "criterion": c, "stop_reason": None} for c in failed_ids]
     if out:
         return out
+    if unresolved:
+        # A failed run whose gating criteria passed or have no result: the missing results
+        # are what kept its gate shut (coder_eval's gate reads a criterion it did not
+        # evaluate as a score of 0), not its stop detail ("final_result is set").
+        return [{"reason": f"criterion {c} has no result", "criterion": c, "stop_reason": None} for c in unresolved]
     if stop_detail:
         return [{"reason": stop_detail, "criterion": None, "stop_reason": stop_reason}]
     from .present import stop_reason_info
@@ -110,15 +115,16 @@ def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str,
     where = [*conds, RUNS.c.verdict.in_(FAILING)]
     runs: dict[int, list[Any]] = {}
     stmt = (select(RUNS.c.id, RUNS.c.experiment, RUNS.c.variant, RUNS.c.early_stop_enabled, RUNS.c.early_stopped,
-                   RUNS.c.stop_reason, RUNS.c.stop_detail, RUNS.c.verdict_reason, *[CRITERIA.c[f] for f in WEIGH_FIELDS])
+                   RUNS.c.stop_reason, RUNS.c.stop_detail, RUNS.c.verdict_reason, RUNS.c.verdict,
+                   *[CRITERIA.c[f] for f in WEIGH_FIELDS])
             .select_from(RUNS.outerjoin(CRITERIA, CRITERIA.c.run_pk == RUNS.c.id)).where(*where)
             .order_by(RUNS.c.id, CRITERIA.c.position, CRITERIA.c.id))
     for row in session.execute(stmt):
         entry = runs.get(row[0])
         if entry is None:
-            entry = runs[row[0]] = [row[1:8], []]
-        if row[8] is not None:
-            entry[1].append(dict(zip(WEIGH_FIELDS, row[8:])))
+            entry = runs[row[0]] = [row[1:9], []]
+        if row[9] is not None:
+            entry[1].append(dict(zip(WEIGH_FIELDS, row[9:])))
     if not runs:
         return []
     armed: dict[int, Any] = {}
@@ -126,12 +132,17 @@ def failing_run_reasons(session: Session, *, conds: list[Any]) -> list[dict[str,
         armed = {pk: a for pk, a in session.execute(
             select(EARLY.c.run_pk, EARLY.c.armed_criteria).where(EARLY.c.run_pk.in_(select(RUNS.c.id).where(*where))))}
     out = []
-    for pk, ((experiment, variant, enabled, stopped, stop_reason, stop_detail, verdict_reason), rows) in runs.items():
+    for pk, ((experiment, variant, enabled, stopped, stop_reason, stop_detail, verdict_reason, verdict),
+             rows) in runs.items():
         ids = armed.get(pk)
         weights = weigh(rows, early_stop_enabled=bool(enabled), early_stopped=bool(stopped),
                         armed_ids=ids if isinstance(ids, list) else None)
         failed = [r["criterion_id"] for r, weight in zip(rows, weights) if weighs_against(weight)]
-        out.append({"experiment": experiment, "variant": variant, "reasons": _reasons_of(failed, stop_reason, stop_detail, verdict_reason)})
+        # (an error's missing results are the error's doing: its stop detail says more)
+        unresolved = [r["criterion_id"] for r, w in zip(rows, weights)
+                      if verdict == "fail" and w.passed is None and not w.informational and not w.advisory]
+        out.append({"experiment": experiment, "variant": variant,
+                    "reasons": _reasons_of(failed, stop_reason, stop_detail, verdict_reason, unresolved)})
     return out
 
 

@@ -142,3 +142,21 @@ def test_a_run_failed_by_its_status_is_counted_under_it_and_under_its_failed_cri
     variants = client.get("/api/experiments").json()["experiments"][0]["variants"]
     assert [(r["reason"], r["count"]) for r in variants[0]["failure_reasons"]] == [
         ("criterion tests failed", 2), ("failed: turn budget exhausted", 1)]
+
+
+def test_a_failed_run_whose_gate_lacks_a_result_is_counted_under_that_criterion(tmp_path, ingest, client):
+    # coder_eval's gate reads a gating criterion it did not evaluate as 0 (all_criteria_passed
+    # compares its score, 0.0 by default): a FAILURE whose other criteria passed was
+    # counted under its stop detail, "final_result is set".
+    recs = run_records("gap", stop_reason="final", stop_detail="final_result is set",
+                       criteria=[{"id": "tests"}, {"id": "judge"}, {"id": "style", "gating": False}],
+                       results=[{"id": "tests", "score": 1.0, "passed": True}])
+    recs[-1].update(verdict="fail")
+    # an error keeps its own account: its criteria have no result because it crashed
+    crash = run_records("crash", stop_reason="unrecoverable_error", stop_detail="process exited with code 1",
+                        criteria=[{"id": "tests"}])
+    crash[-1].update(verdict="error")
+    assert ingest(write_jsonl(tmp_path / "g.jsonl", recs + crash)).ok
+    stats = client.get("/api/runs").json()["stats"]
+    assert sorted((f["reason"], f["count"]) for f in stats["top_failures"]) == [
+        ("criterion judge has no result", 1), ("process exited with code 1", 1)]
