@@ -273,9 +273,11 @@ def derived(run: Any, totals: tuple, tool_calls: Optional[int], *, early_stopped
         # tokens, where some messages carried a few, are not the run's total
         tokens_input = tokens_output = None
     elif tokens_total is None:
+        # A total made from the sides needs both: input alone was shown as the total
+        # ("100 = 100 input + — output") and summed as if no output had been spent.
         tokens_total = t_total if t_total is not None else (
-            _fits((tokens_input or 0) + (tokens_output or 0))
-            if (tokens_input is not None or tokens_output is not None) and not overflow else None)
+            _fits(tokens_input + tokens_output)
+            if tokens_input is not None and tokens_output is not None and not overflow else None)
     cost_usd = _end_num(end, "cost_usd")
     if cost_usd is None:
         cost_usd = cost

@@ -508,6 +508,22 @@ def test_a_run_end_that_gives_its_token_total_as_null_has_unknown_tokens(ingest,
     assert totals == {"n": (None, None), "a": (100, 120), "z": (100, 120)}
 
 
+def test_a_run_end_with_one_side_of_its_tokens_has_no_total(ingest, client, tmp_path):
+    # "input": 100 with no output and no total was shown as "tokens 100 = 100 input + —
+    # output" and summed as 100 in the runs list and compare: the output was taken as 0.
+    # Both sides without a total still make one; steps' own totals still add up.
+    path = write_jsonl(tmp_path / "t.jsonl", [
+        start("i"), end("i", tokens={"input": 100}),
+        start("b"), end("b", tokens={"input": 100, "output": 20}),
+        start("s"), step("s", 0, tokens={"total": 30}), end("s", tokens={"input": 100})])
+    assert ingest(path).ok
+    runs = {r: client.get(f"/api/runs/{r}").json()["run"] for r in "ibs"}
+    assert {r: (v["tokens_input"], v["tokens_output"], v["tokens_total"]) for r, v in runs.items()} == {
+        "i": (100, None, None), "b": (100, 20, 120), "s": (100, None, 30)}
+    shown = " ".join(client.get("/runs/i").text.split())
+    assert '<dd class="run-tokens">— <span class="muted">(no total: 100 input, — output)</span></dd>' in shown
+
+
 def test_the_step_count_is_the_run_ends_when_it_gives_one(ingest, engine, tmp_path):
     # docs/trace-format.md, totals: the producer's count wins over the records read, fewer
     # ("f") or more ("m") than it; without one the records are counted ("c"). It took the
