@@ -10,6 +10,7 @@ never breaks an older reader.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -27,6 +28,22 @@ SCHEMA_ID = "qita.trace/1"
 #: lost the file's good lines with it.
 INT32_MAX = 2**31 - 1
 TOKENS_MAX = 2**53 - 1
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """`value` with each half of a UTF-16 surrogate pair standing alone, in any string or
+    key, replaced by U+FFFD. Such a half is no character: UTF-8 cannot hold it (orjson
+    refuses it), yet Python makes one of every byte it decodes with `surrogateescape` (a
+    tool's raw output) and its json module writes it as an escape (`"\\udcff"`)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_lone_surrogates(v) for v in value]
+    return value
 
 
 def _integral(value: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import IO, Any, Optional, Union
 
 import orjson
 
-from .format import RECORD_MODELS, SCHEMA_ID
+from .format import RECORD_MODELS, SCHEMA_ID, without_lone_surrogates
 
 
 def utc_now() -> str:
@@ -41,8 +41,18 @@ def _default(obj: Any) -> Any:
 
 
 def dumps_record(record: dict[str, Any]) -> bytes:
-    """Serialise one record to a JSON line (bytes, with the trailing newline)."""
-    return orjson.dumps(record, default=_default, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+    """Serialise one record to a JSON line (bytes, with the trailing newline).
+
+    A string holding half a surrogate pair (a tool's output decoded with `surrogateescape`)
+    is written with U+FFFD in its place: orjson refused it and the run's trace stopped
+    with a TypeError.
+    """
+    try:
+        return orjson.dumps(record, default=_default, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+    except TypeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        return orjson.dumps(without_lone_surrogates(record), default=_default, option=orjson.OPT_NON_STR_KEYS) + b"\n"
 
 
 class TraceWriter:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import re
 import zlib
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 import orjson
 from pydantic import ValidationError
 
-from qita.format import INT32_MAX, LIVE_VERDICTS, RECORD_MODELS, TOKENS_MAX
+from qita.format import INT32_MAX, LIVE_VERDICTS, RECORD_MODELS, TOKENS_MAX, without_lone_surrogates
 
 BOM = b"\xef\xbb\xbf"
 #: Blank bytes skipped in one go before the reader yields (see iter_items).
@@ -201,6 +202,40 @@ def _whole_file_error(head: bytes) -> Optional[str]:
     return "binary data (a NUL byte in its first bytes), not a JSON Lines file: the file was not read"
 
 
+#: parse_line's answer for a line that escapes half a UTF-16 surrogate pair (`"\\ud800"`),
+#: which iter_items mends (see mend_surrogates).
+LONE_SURROGATE = "line holds a lone UTF-16 surrogate escape"
+SURROGATE_WARNING = ("a lone UTF-16 surrogate escape (such as \\ud800) stands for no character: read as "
+                     "U+FFFD (\ufffd), the rest of the record kept")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def mend_surrogates(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    """A line whose strings escape half a surrogate pair, read with each such half as U+FFFD.
+
+    Python's json.dumps writes one for a string that holds bytes decoded with
+    `surrogateescape` (a tool's output read that way): valid JSON text that orjson refuses,
+    so the whole record was lost as "not valid UTF-8". The standard library reads it (as
+    strictly otherwise: NaN and Infinity stay errors); every lone half becomes U+FFFD.
+    """
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        return None, "line is not valid UTF-8"
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply (more than 1024 levels)"
+    except ValueError as exc:  # past the surrogate, what orjson would have said next
+        if str(exc).endswith(" is not JSON"):
+            return None, f"invalid JSON (NaN and Infinity are not JSON): {exc}"
+        return None, f"invalid JSON: {exc}"
+    if not isinstance(value, dict):
+        return None, f"not a JSON object (got {_json_kind(value)})"
+    return without_lone_surrogates(value), None
+
+
 def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """Parse one line (without its newline) into a dict, or say why it is not a record."""
     if b"\x00" in raw:
@@ -209,6 +244,8 @@ def parse_line(raw: bytes) -> tuple[Optional[dict[str, Any]], Optional[str]]:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         text = str(exc)
+        if "surrogate in string" in text:
+            return None, LONE_SURROGATE
         if "utf-8" in text.lower() or "surrogate" in text.lower():
             return None, "line is not valid UTF-8"
         if "recursion" in text.lower() or "depth limit" in text.lower():
@@ -530,14 +567,21 @@ def iter_items(
                 yield Item(line=line_no, end=offset)
                 continue
             value, err = parse_line(body)
+            mended = err is LONE_SURROGATE
+            if mended:
+                value, err = mend_surrogates(body)
             if err is None and transform is None:
                 # One line, one record: the usual case, without the lists the general path
                 # below builds (it runs for every line). A rejected record falls through.
                 rec, err, warns = validate_record(value)
+                if mended and err is None:
+                    warns = [SURROGATE_WARNING, *(warns or ())]
                 if err is None:
                     if hasher is not None:
                         hasher.update(raw)
-                    yield Item(line=line_no, end=offset, record=rec, raw=body, warnings=warns or None, at=at)
+                    # a mended record is stored as mended, never as the line's bytes
+                    yield Item(line=line_no, end=offset, record=rec, raw=None if mended else body,
+                               warnings=warns or None, at=at)
                     continue
             elif err is None and transform is not None:
                 try:
@@ -546,7 +590,7 @@ def iter_items(
                     records, err = [], str(exc) or type(exc).__name__
             else:
                 records = [value] if value is not None else []
-            item_warnings: list[str] = []
+            item_warnings: list[str] = [SURROGATE_WARNING] if mended else []
             if err is None:
                 checked: list[dict[str, Any]] = []
                 for rec in records:
@@ -563,7 +607,7 @@ def iter_items(
                 if not records:
                     yield Item(line=line_no, end=offset)
                 for i, rec in enumerate(records):
-                    yield Item(line=line_no, end=offset, record=rec, raw=body if transform is None else None,
+                    yield Item(line=line_no, end=offset, record=rec, raw=body if transform is None and not mended else None,
                                warnings=item_warnings if (item_warnings and i == 0) else None,
                                more=i < len(records) - 1, at=at)
                 continue

@@ -31,6 +31,8 @@ MAX_LINE = 300_000  # above the 200 KB deep-nesting line, below the 400 KB long 
 MAX_ARCHIVE = 1_000_000
 #: The one error for a file whose first bytes are binary (written out here, not imported).
 WHOLE_BINARY = "binary data (a NUL byte in its first bytes), not a JSON Lines file: the file was not read"
+SURROGATE = ("a lone UTF-16 surrogate escape (such as \\ud800) stands for no character: read as U+FFFD (\ufffd), "
+             "the rest of the record kept")
 ENV_LIMITS = {"QITA_MAX_LINE_BYTES": str(MAX_LINE), "QITA_MAX_ARCHIVE_BYTES": str(MAX_ARCHIVE)}
 
 
@@ -204,6 +206,15 @@ CASES: list[Case] = [
     Case("raw_nul_in_first_record", "rawnul.jsonl",
          lambda: b'{"type":"run_start","run_id":"x\x00"}\n' + lines(start("rn"), step("rn", 0)),
          errors=[(1, "binary data (NUL byte), not a JSON line")], runs={"rn": [0]}),
+    # Python's json.dumps of a string holding surrogate-escaped bytes (a tool's raw output):
+    # valid JSON orjson refuses; the records were lost as "line is not valid UTF-8"
+    Case("lone_surrogates", "surrogates.jsonl",
+         lambda: lines(b'{"type": "run_start", "run_id": "ls", "objective": "fix \\udcff it"}',
+                       b'{"type": "step", "run_id": "ls", "step": 0, "observation": {"k\\ud800": "a\\udc80b"}}',
+                       b'{"type": "step", "run_id": "ls", "step": 1, "observation": "pair \\ud83d\\ude00 kept"}',
+                       b'{"type": "step", "run_id": "ls", "step": 2, "note": "\\ud800", "duration_s": NaN}'),
+         errors=[(4, "invalid JSON (NaN and Infinity are not JSON): NaN is not JSON")],
+         warnings=[(1, SURROGATE), (2, SURROGATE)], runs={"ls": [0, 1]}),
     Case("two_run_starts", "twostarts.jsonl",
          lambda: lines(start("d", objective="first"), step("d", 0), start("d", objective="second")),
          warnings=[(3, "second run_start for this run with different content: ignored, the first one received is kept")],

@@ -151,3 +151,22 @@ def test_state_snapshots_survive_any_field():
     assert snapshot(42) == {"value": 42}
     assert diff(taken, dict(taken, phase="act")) == {"phase": {"before": {"name": "plan", "tags": ["a"]},
                                                                 "after": "act"}}
+
+
+def test_a_tool_output_holding_surrogate_escaped_bytes_is_written_not_a_crash(tmp_path):
+    # A tool's raw bytes decoded with surrogateescape hold lone surrogates, which orjson
+    # refuses: the engine's trace writing raised TypeError and the run stopped there.
+    raw = b"bad \xff byte".decode("utf-8", "surrogateescape")
+
+    def cat(path=""):
+        return {"stdout": raw, "returncode": 0}
+
+    path = tmp_path / "t.jsonl"
+    result = Engine(ScriptedAgent([step(("cat", {"path": "x\udc80"})), step(final="done")], tools={"cat": cat}),
+                    trace_path=path, run_id="s").run("t")
+    assert result.stop_reason == StopReason.FINAL
+    records = read_records(path)
+    first = of_type(records, "step")[0]
+    assert first["action_results"][0]["stdout"] == "bad \ufffd byte"
+    assert first["actions"][0]["args"] == {"path": "x\ufffd"}
+    assert records[-1]["type"] == "run_end"
