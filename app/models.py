@@ -269,6 +269,9 @@ class Upload(SQLModel, table=True):
     files: Optional[Any] = _json()  # [{"name", "bytes"}], as the upload result lists them
     source_keys: Optional[Any] = _json()  # the ingest_sources keys ("upload:NAME") its files were read as
     records: int = Field(default=0, sa_type=BigInteger)
+    #: {"errors": [{file, line, message}], "warnings": [...], "more_errors", "more_warnings"}:
+    #: what the upload result listed, kept for its page once the job is forgotten
+    report: Optional[Any] = _json()
 
 
 class UploadRun(SQLModel, table=True):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.engine import Connection
@@ -48,15 +48,29 @@ def _chunks(values: list[Any], size: int = _CHUNK) -> Iterable[list[Any]]:
 
 # -- uploads remembered ----------------------------------------------------------------------
 
+#: Rejected lines (and warnings) an upload's record keeps: the result lists at most 1,000
+#: bad lines a file; what is past this many is counted.
+KEPT_ISSUES = 2000
+
+
+def upload_report(errors: Sequence[Any], warnings: Sequence[Any]) -> dict[str, Any]:
+    """The rejected lines and warnings an upload's record keeps ({file, line, message} each)."""
+    return {"errors": [e.to_json() for e in errors[:KEPT_ISSUES]], "more_errors": max(0, len(errors) - KEPT_ISSUES),
+            "warnings": [w.to_json() for w in warnings[:KEPT_ISSUES]],
+            "more_warnings": max(0, len(warnings) - KEPT_ISSUES)}
+
+
 def record_upload(conn: Connection, *, files: list[dict[str, Any]], labels: list[str], records: int,
-                  created: Iterable[str], touched: Iterable[str]) -> Optional[int]:
-    """Remember one upload and the runs it created or added to; None when it touched no run."""
+                  created: Iterable[str], touched: Iterable[str],
+                  report: Optional[dict[str, Any]] = None) -> Optional[int]:
+    """Remember one upload, what it reported and the runs it created or added to; None when
+    it touched no run."""
     touched = sorted(set(touched))
     if not touched:
         return None
     created = set(created)
     upload_id = conn.execute(UPLOADS.insert().values(
-        created_at=datetime.now(timezone.utc), files=files, records=records,
+        created_at=datetime.now(timezone.utc), files=files, records=records, report=report,
         source_keys=[f"upload:{label}" for label in labels])).inserted_primary_key[0]
     for chunk in _chunks(touched):
         rows = conn.execute(select(RUNS.c.id, RUNS.c.run_id).where(RUNS.c.run_id.in_(chunk))).all()
@@ -182,8 +196,12 @@ def get_upload(conn: Connection, *, upload_id: int) -> Optional[dict[str, Any]]:
                          .where(UPLOAD_RUNS.c.upload_id == upload_id)).all()
     created = [pk for pk, c in links if c]
     kept = [pk for pk, c in links if not c]
+    report = row["report"] if isinstance(row["report"], dict) else {}
     return {"id": row["id"], "created_at": row["created_at"], "files": row["files"] or [], "records": row["records"],
             "source_keys": row["source_keys"] or [],
+            # (none kept by uploads recorded before migration 0019: `reported` is false)
+            "reported": bool(report), "errors": report.get("errors") or [], "more_errors": report.get("more_errors") or 0,
+            "warnings": report.get("warnings") or [], "more_warnings": report.get("more_warnings") or 0,
             "runs_created": [_describe(r) for r in _run_rows(conn, created)][:SHOWN],
             "runs_updated": [_describe(r) for r in _run_rows(conn, kept)][:SHOWN],
             "created_count": len(created), "updated_count": len(kept), "_created_pks": sorted(created)}
@@ -259,14 +277,16 @@ def public(plan: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in plan.items() if not k.startswith("_")} | {"dry_run": True}
 
 
-def after_upload(engine: Any, *, report: Any, files: list[tuple[str, str, int]]) -> dict[str, Any]:
+def after_upload(engine: Any, *, report: Any, files: list[tuple[str, str, int]],
+                 rejected: Sequence[Any] = ()) -> dict[str, Any]:
     """What the upload result adds for remove and replace: the upload's number (to remove
     it later) and the runs it created that take another's place in comparisons."""
     try:
         with engine.begin() as conn:
             upload_id = record_upload(conn, files=[{"name": label, "bytes": size} for label, _p, size in files],
                                       labels=[label for label, _p, _s in files], records=report.records,
-                                      created=report.created, touched=report.run_ids)
+                                      created=report.created, touched=report.run_ids,
+                                      report=upload_report([*rejected, *report.errors], report.warnings))
             replaced = replacements(conn, run_ids=report.created)
     except SQLAlchemyError:
         # The runs are in: an upload that cannot be remembered is not a failed upload.

@@ -200,11 +200,13 @@ def ingest_job(received: Received):
                 partial = stopped.report
                 if partial is not None and partial.run_ids:
                     job.result = {**upload_result(partial, received),
-                                  **after_upload(ingestor.engine, report=partial, files=received.files), "partial": True}
+                                  **after_upload(ingestor.engine, report=partial, files=received.files,
+                                                 rejected=received.rejected), "partial": True}
                 raise
         else:
             report = IngestReport()
-        return {**upload_result(report, received), **after_upload(ingestor.engine, report=report, files=received.files)}
+        return {**upload_result(report, received),
+                **after_upload(ingestor.engine, report=report, files=received.files, rejected=received.rejected)}
 
     return run
 

@@ -1,4 +1,4 @@
--- qita board: the SQLite schema at revision 0018
+-- qita board: the SQLite schema at revision 0019
 CREATE TABLE alembic_version (
 	version_num VARCHAR(32) NOT NULL, 
 	CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)
@@ -170,7 +170,7 @@ CREATE TABLE uploads (
 	created_at DATETIME, 
 	files JSON, 
 	source_keys JSON, 
-	records BIGINT NOT NULL, 
+	records BIGINT NOT NULL, report JSON, 
 	PRIMARY KEY (id)
 );
 CREATE TABLE upload_runs (

@@ -13,9 +13,10 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse
 
 from ..errors import BoardError
-from ..render import JSONResponse, respond
+from ..render import JSONResponse, is_htmx, respond, wants_json
 from ..secrets import mask_data
 from ..uploads import ingest_job, receive_files
 
@@ -86,7 +87,16 @@ async def upload_form(request: Request) -> Any:
     """The form's post: the result when ingest finishes quickly, else a component that polls it."""
     job = await _submit(request)
     await _wait(request, job, PAGE_WAIT_S)
-    return respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")
+    job_url = f"/upload/jobs/{job.id}"
+    if not wants_json(request) and not is_htmx(request):
+        # Post/Redirect/Get: a reload or Back shows the job's page, never posts the files again
+        return RedirectResponse(job_url, status_code=303)
+    response = respond(request, "upload.html", {"job": job_data(request, job)}, fragment="_upload_result.html")
+    if is_htmx(request):
+        # The address becomes the job's: a reload, or Back from a run it links to, shows this
+        # result (or the progress) again instead of an empty form.
+        response.headers["HX-Push-Url"] = job_url
+    return response
 
 
 @router.get("/upload/jobs/{job_id}", include_in_schema=False)

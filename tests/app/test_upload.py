@@ -252,3 +252,35 @@ def test_upload_temp_files_are_removed(client, monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     post(client, ("runs.jsonl", GOOD))
     assert not [p for p in os.listdir(tmp_path) if p.startswith("qita-upload-")]
+
+
+def test_an_uploads_record_keeps_its_rejected_lines_and_warnings(client):
+    # The rejected lines lived only in the job, which the board forgets: /uploads/N listed
+    # the runs and not which lines were left out.
+    warn = lines({"type": "run_start", "run_id": "up/w", "replicate": "x"},
+                 {"type": "run_end", "run_id": "up/w", "status": "completed"})
+    body = post(client, ("runs.jsonl", GOOD), ("w.jsonl", warn), ("notes.txt", b"hello")).json()
+    record = client.get(f"/api/uploads/{body['upload_id']}").json()
+    assert record["errors"] == [
+        {"file": "notes.txt", "line": None,
+         "message": "rejected: not a trace file (expected .jsonl, .jsonl.gz, .zip or a coder_eval task.json)"},
+        {"file": "runs.jsonl", "line": 2, "message": body["errors"][1]["message"]},
+        {"file": "runs.jsonl", "line": 4, "message": "missing field 'id'"}]
+    assert record["errors"] == body["errors"] and record["warnings"] == body["warnings"] != []
+    assert record["reported"] is True and record["more_errors"] == 0
+    page = client.get(f"/uploads/{body['upload_id']}").text
+    assert "<code>runs.jsonl:4: missing field &#39;id&#39;</code>" in page
+    shown = body["warnings"][0]["message"].replace("'", "&#39;")
+    assert "Rejected (3)" in page and f"⚠ w.jsonl:1: {shown}" in page
+
+
+def test_the_upload_form_answers_with_the_jobs_address(client):
+    # Without script: Post/Redirect/Get, so a reload never posts the files again; with htmx
+    # the job's address is pushed, so a reload or Back shows the result again.
+    r = client.post("/upload", files=[("files", ("runs.jsonl", GOOD))], follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/upload/jobs/")
+    assert "runs.jsonl:2: invalid JSON" in client.get(r.headers["location"]).text
+    h = client.post("/upload", files=[("files", ("again.jsonl", GOOD))], headers={"HX-Request": "true"})
+    job = h.headers["HX-Push-Url"]
+    assert job.startswith("/upload/jobs/") and job != r.headers["location"]
+    assert "again.jsonl:2: invalid JSON" in client.get(job).text

@@ -69,7 +69,7 @@ def test_the_upload_form_works_without_script(live_server, browser):
         page.goto(live_server.url + "/upload")
         page.set_input_files("#files", files=[{"name": "nojs.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
         page.get_by_role("button", name="Upload").click()
-        page.wait_for_url(live_server.url + "/upload")
+        page.wait_for_url(live_server.url + "/upload/jobs/*")  # Post/Redirect/Get: a reload posts nothing
         result = page.locator(".upload-result")
         result.wait_for()
         assert result.locator(".runs-created a").inner_text() == "signed/upload"

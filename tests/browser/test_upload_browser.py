@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import orjson
 
+from tests.browser.test_pages_browser import until
+
 TRACE = b"".join(orjson.dumps(r) + b"\n" for r in [
     {"type": "run_start", "run_id": "browser/run", "task_id": "t1", "criteria": [{"id": "c1"}]},
     {"type": "criterion", "run_id": "browser/run", "id": "c1", "score": 1.0},
@@ -149,4 +151,27 @@ def test_a_binary_file_named_jsonl_is_one_rejection_beside_a_good_file(live_serv
                         "the file was not read",
                         "good.jsonl:3: invalid JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"]
     assert result.locator(".runs-created a").inner_text() == "browser/run"
+    assert page.errors == []
+
+
+def test_back_from_an_uploaded_run_shows_the_upload_result_and_its_record_keeps_the_bad_lines(live_server, page):
+    # Back (or a reload) showed an empty upload form: the rejected lines were gone, and the
+    # upload's own page did not list them either.
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "back.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result").wait_for()
+    until(page, "location.pathname.startsWith('/upload/jobs/')")
+    job_url = page.url
+    page.locator(".upload-result .runs-created a").click()
+    page.wait_for_url("**/runs/browser%2Frun")
+    page.go_back()
+    page.wait_for_url(job_url)
+    assert "back.jsonl:3: invalid JSON" in page.locator(".upload-result .rejected").inner_text()
+    page.reload()
+    assert "back.jsonl:3: invalid JSON" in page.locator(".upload-result .rejected").inner_text()
+    page.locator(".upload-result a", has_text="remove what this upload added…").wait_for()
+    page.goto(live_server.url + page.locator(".upload-result a.upload-remove").get_attribute("href").removesuffix("/delete"))
+    assert page.locator('section[aria-label="Rejected lines"] .rejected li').all_inner_texts() == [
+        "back.jsonl:3: invalid JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"]
     assert page.errors == []
