@@ -12,7 +12,9 @@
   var chosen = document.getElementById("chosen");
 
   function showChosen() {
-    var names = Array.prototype.map.call(input.files || [], function (f) { return f.name; });
+    // Each name in first-strong isolates (U+2068 … U+2069): a right-to-left override in one
+    // name ("rlo\u202etxt.jsonl") reversed the rest of the list and faked an extension.
+    var names = Array.prototype.map.call(input.files || [], function (f) { return "\u2068" + f.name + "\u2069"; });
     chosen.textContent = names.length ? "chosen: " + names.join(", ") : "";
   }
   input.addEventListener("change", showChosen);

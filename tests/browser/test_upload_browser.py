@@ -175,3 +175,22 @@ def test_back_from_an_uploaded_run_shows_the_upload_result_and_its_record_keeps_
     assert page.locator('section[aria-label="Rejected lines"] .rejected li').all_inner_texts() == [
         "back.jsonl:3: invalid JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"]
     assert page.errors == []
+
+
+def test_a_file_name_holding_a_right_to_left_override_does_not_reverse_the_others(live_server, page):
+    # "rlo\u202etxt.jsonl" beside "b.jsonl" showed "chosen: rlolnosj.b ,lnosj.txt": a faked
+    # extension and the next name drawn backwards.
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[
+        {"name": "rlo\u202etxt.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE},
+        {"name": "b.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
+    # where the first and the last letter of "b.jsonl" are drawn: left to right, as written
+    xs = page.evaluate("""() => {
+        const node = document.getElementById('chosen').firstChild;
+        const at = node.data.indexOf('b.jsonl');
+        const x = i => { const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+                         return r.getBoundingClientRect().left; };
+        return [x(at), x(at + 6)];
+    }""")
+    assert xs[0] < xs[1]
+    assert page.errors == []
