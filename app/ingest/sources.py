@@ -296,9 +296,25 @@ def _json_document(path: str, label: str, key_prefix: Optional[str], out: Discov
     if name == "task.json" or (b'"final_status"' in head or b'"success_criteria_results"' in head):
         out.sources.append(task_json_source(path, label, key_prefix))
         return
+    if _trace_record(head):
+        # A trace saved under a .json name: its lines are records, read as what they are
+        # (it was refused as "a JSON document, not JSON Lines", which it is not).
+        out.sources.append(_file_source(path, label, f"{key_prefix}{label}" if key_prefix else None))
+        return
     out.empty.append(label)
     out.errors.append((label, None, "not a trace: a JSON document, not JSON Lines (one record per line); "
                                     "expected JSONL files, QitOS run folders or coder_eval results"))
+
+
+def _trace_record(head: bytes) -> bool:
+    """Whether a file's first line is a trace record (an object naming its `type` and
+    `run_id`), whatever the file is called."""
+    first = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").split(b"\n", 1)[0]
+    try:
+        value = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict) and isinstance(value.get("type"), str) and isinstance(value.get("run_id"), str)
 
 
 def key_for(path: str, label: str, key_prefix: Optional[str]) -> str:

@@ -284,3 +284,11 @@ def test_the_upload_form_answers_with_the_jobs_address(client):
     job = h.headers["HX-Push-Url"]
     assert job.startswith("/upload/jobs/") and job != r.headers["location"]
     assert "again.jsonl:2: invalid JSON" in client.get(job).text
+
+
+def test_trace_lines_saved_as_json_are_read_as_trace_lines(client):
+    # "trace.json" holding JSON Lines was refused as "a JSON document, not JSON Lines".
+    body = post(client, ("trace.json", b"\xef\xbb\xbf" + GOOD), ("config.json", b'{"a": 1}')).json()
+    assert body["runs_created"] == ["up/1"]
+    assert [(e["file"], e["line"]) for e in body["errors"]] == [("config.json", None), ("trace.json", 2), ("trace.json", 4)]
+    assert body["errors"][0]["message"].startswith("not a trace: a JSON document, not JSON Lines")

@@ -194,3 +194,14 @@ def test_a_file_name_holding_a_right_to_left_override_does_not_reverse_the_other
     }""")
     assert xs[0] < xs[1]
     assert page.errors == []
+
+
+def test_a_trace_saved_as_json_is_read(live_server, page):
+    page.goto(live_server.url + "/upload")
+    page.set_input_files("#files", files=[{"name": "trace.json", "mimeType": "application/json", "buffer": TRACE}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result").wait_for()
+    assert page.locator(".upload-result .runs-created a").inner_text() == "browser/run"
+    assert page.locator(".upload-result .rejected li").all_inner_texts() == [
+        "trace.json:3: invalid JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"]
+    assert page.errors == []
