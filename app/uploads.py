@@ -19,6 +19,7 @@ from typing import Any, Optional
 from fastapi import Request
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
 from . import tempfiles
 from .errors import BoardError
@@ -174,6 +175,12 @@ async def receive_files(request: Request, *, max_bytes: int) -> Received:
         collector.close()
         out.remove()
         raise BoardError(f"invalid multipart upload: {exc}") from exc
+    except ClientDisconnect as exc:
+        # The browser went away (a reload or a closed tab mid-upload): nothing to answer,
+        # and no error of the board's (it was logged as one, with two tracebacks).
+        collector.close()
+        out.remove()
+        raise BoardError("the upload was cut off before all of it arrived: nothing was read", status=400) from exc
     except BaseException:
         collector.close()
         out.remove()

@@ -292,3 +292,31 @@ def test_trace_lines_saved_as_json_are_read_as_trace_lines(client):
     assert body["runs_created"] == ["up/1"]
     assert [(e["file"], e["line"]) for e in body["errors"]] == [("config.json", None), ("trace.json", 2), ("trace.json", 4)]
     assert body["errors"][0]["message"].startswith("not a trace: a JSON document, not JSON Lines")
+
+
+def test_a_browser_gone_mid_upload_is_no_error_of_the_boards(tmp_path, monkeypatch, caplog):
+    # A reload or a closed tab mid-upload logged "unhandled error on /upload" with two
+    # tracebacks; the stored part was left to the start-up sweep.
+    import asyncio
+    import logging
+    import tempfile
+
+    from starlette.requests import Request
+
+    from qita_board.errors import BoardError
+    from qita_board.uploads import receive_files
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    head = b'--XyZ\r\nContent-Disposition: form-data; name="files"; filename="a.jsonl"\r\n\r\n{"type"'
+    messages = [{"type": "http.request", "body": head, "more_body": True}, {"type": "http.disconnect"}]
+
+    async def receive():
+        return messages.pop(0)
+
+    request = Request({"type": "http", "method": "POST", "path": "/upload", "headers": [
+        (b"content-type", b"multipart/form-data; boundary=XyZ")]}, receive)
+    with caplog.at_level(logging.DEBUG), pytest.raises(BoardError) as err:
+        asyncio.run(receive_files(request, max_bytes=1 << 20))
+    assert (err.value.message, err.value.status) == (
+        "the upload was cut off before all of it arrived: nothing was read", 400)
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("qita-upload-")]
