@@ -319,3 +319,19 @@ def test_head_answers_as_get_without_a_body(crafted, client):
         assert get.status_code == 200 and head.headers["content-type"] == get.headers["content-type"], url
     assert client.head("/runs/no-such-run").status_code == 404
     assert client.post("/runs").status_code == 405   # other methods are as before
+
+
+def test_a_median_between_two_runs_is_shown_as_it_is(ingest, client, tmp_path):
+    # 8,372.5 tokens read "8,372": an even count's median falls between two runs
+    from tests.app.pages_traces import run_records
+    from tests.conftest import write_jsonl
+
+    recs = []
+    for rid, total in (("m1", 8372), ("m2", 8373)):
+        run = run_records(rid)
+        run[-1]["tokens"] = {"input": total, "output": 0, "total": total}
+        recs += run
+    assert ingest(write_jsonl(tmp_path / "m.jsonl", recs)).ok
+    assert client.get("/api/runs").json()["stats"]["median_tokens"] == 8372.5
+    shown = client.get("/runs").text
+    assert '<span class="stat-value">8,372.5</span><span class="stat-label">median tokens</span>' in shown
