@@ -13,6 +13,7 @@ from ..deps import SessionDep, run_row
 from ..errors import BoardError
 from ..export import disposition
 from ..queries import comparison, run_detail
+from ..queries.live import find_run
 from ..render import past_end, respond
 from ..run_view import run_header
 from ..secrets import Masker
@@ -145,6 +146,9 @@ def pair_story(side_a: dict[str, Any], side_b: dict[str, Any], steps_a: list[dic
 def pair_view(request: Request, session: SessionDep, a: Annotated[str, Query(min_length=1, max_length=200)],
               b: Annotated[Optional[str], Query(max_length=200)] = None) -> Any:
     """Run a against run b (b defaults to a's twin in another variant of the same experiment)."""
+    if b is not None and b != b.strip() and find_run(session, run_id=b) is None:
+        # pasted with the spaces around it (a copied cell): the 404 named the trimmed id as nearest
+        b = b.strip()
     if not b:
         b = comparison.find_partner(session, run=run_row(session, a))
         if b is None:

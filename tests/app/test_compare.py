@@ -305,6 +305,10 @@ def test_pair_without_b_finds_the_twin(client, experiment):
     assert client.get("/api/pair", params={"a": "nope", "b": "e-t4-0"}).status_code == 404
     same = client.get("/api/pair", params={"a": "s-t4-0", "b": "s-t4-0"})
     assert (same.status_code, same.json()["error"]) == (400, "that is the same run twice: give b another run's id")
+    # an id pasted with spaces around it (a copied cell) is the run it names; spaces alone ask for the twin
+    pasted = client.get("/api/pair", params={"a": "s-t1-1", "b": "  e-t1-1\t"}).json()
+    assert pasted["b"]["run"]["run_id"] == "e-t1-1"
+    assert client.get("/api/pair", params={"a": "s-t4-0", "b": "   "}).json()["b"]["run"]["run_id"] == "e-t4-0"
 
 
 def test_one_variant_named_compares_it_with_the_experiments_other_variant(client, ingest, tmp_path):

@@ -61,6 +61,12 @@ def test_compare_with_from_a_run_page(live_server, page, ingest, tmp_path):
     page.get_by_role("button", name="side by side").click()
     page.wait_for_url("**/pair?a=s-t4-0&b=")
     assert "e-t4-0" in page.locator(".pair-side").nth(1).inner_text()
+    # an id pasted with the spaces of the cell it was copied from names its run
+    page.goto(live_server.url + "/runs/s-t1-1")
+    page.get_by_label("compare with…").fill("  e-t1-1 ")
+    page.get_by_role("button", name="side by side").click()
+    page.wait_for_url("**/pair?a=s-t1-1&b=**")
+    assert "e-t1-1" in page.locator(".pair-side").nth(1).inner_text()
     assert page.errors == []
 
 
