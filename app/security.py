@@ -47,6 +47,10 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
+#: Pages and their twins are never kept by the browser: a run deleted, re-ingested or
+#: set aside came back on Back (and on a reload from the back-forward cache) as it was
+#: before (seen in an audit). Static files keep their validators and are not sent it.
+NO_STORE = (b"cache-control", b"no-store")
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 SESSION_COOKIE = "qita_session"
 OPEN_PATHS = frozenset({"/login", "/logout", "/api/health", "/favicon.ico"})
@@ -228,7 +232,7 @@ class SecurityMiddleware:
                     f"<p class=error-message>{escape(message)}</p><p><a href=/login>Sign in with the board's token</a></p></main>").encode()
             ctype = b"text/html; charset=utf-8"
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *HEADERS,
+                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *HEADERS, NO_STORE,
                                 *(extra or [])]})
         await send({"type": "http.response.body", "body": body})
 
@@ -268,11 +272,13 @@ class SecurityMiddleware:
                                         "'Authorization: Bearer TOKEN'", json=is_api or method in UNSAFE)
             return
 
+        extra = HEADERS if path.startswith(OPEN_PREFIXES) else [*HEADERS, NO_STORE]
+
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
                 existing = {k.lower() for k, _ in message.get("headers", [])}
                 message.setdefault("headers", [])
-                message["headers"] = list(message["headers"]) + [h for h in HEADERS if h[0] not in existing]
+                message["headers"] = list(message["headers"]) + [h for h in extra if h[0] not in existing]
             await send(message)
 
         await self.app(scope, self._timed_receive(receive), send_with_headers)

@@ -43,6 +43,8 @@ def test_every_response_carries_the_security_headers(tmp_path, url):
     assert "http:" not in csp and "https:" not in csp and "*" not in csp
     assert r.headers["x-content-type-options"] == "nosniff"
     assert r.headers["x-frame-options"] == "DENY"
+    # pages and twins are never kept (Back after a delete showed the deleted run); static files are
+    assert r.headers.get("cache-control") == (None if url.startswith("/static/") else "no-store")
 
 
 # -- Host header (DNS rebinding) --------------------------------------------------------------

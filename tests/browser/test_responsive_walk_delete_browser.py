@@ -451,3 +451,20 @@ def test_a_run_whose_id_holds_a_line_break_is_deleted_from_its_page(live_server,
     assert "Removed 1 run" in page.locator("#delete-done").inner_text()
     assert page.goto(url).status == 404
     assert page.goto(live_server.url + "/runs/other").status == 200
+
+
+def test_back_after_a_delete_shows_the_run_gone_not_the_page_as_it_was(board, page, live_server):
+    # Chromium kept the run page (back-forward cache, then its HTTP cache) and Back showed the
+    # deleted run with its steps as if nothing had happened (seen in an audit).
+    page.goto(live_server.url + "/runs/uploaded-1")
+    assert page.locator(".from-upload").is_visible()
+    page.locator(".delete-link").click()
+    page.wait_for_url("**/runs/uploaded-1/delete")
+    page.locator("#confirm-delete").click()
+    page.locator("#delete-done").wait_for()
+    response = page.go_back()
+    while page.url != live_server.url + "/runs/uploaded-1":     # past the delete page's own entries
+        response = page.go_back()
+    assert response is not None and response.status == 404
+    assert page.locator(".from-upload").count() == 0
+    assert "uploaded-1" in page.locator("main").inner_text()
