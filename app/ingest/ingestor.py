@@ -607,6 +607,16 @@ class Ingestor:
             return  # unchanged since the last pass
         if st.st_size == 0 and final and prev is None:
             report.warnings.append(IngestIssue(src.label, None, "empty file: no records"))
+        records, errors = report.records, len(report.errors)
+        self._read_lines(src, report, early, prev, st, final=final, closed=closed)
+        if (final and prev is None and st.st_size and src.transform is None and report.records == records
+                and len(report.errors) == errors):
+            # Among other files that were read, one of blank lines only went unmentioned
+            # while an empty one had its warning (seen in an audit).
+            report.warnings.append(IngestIssue(src.label, None, "no records: the file holds only blank lines"))
+
+    def _read_lines(self, src: Source, report: IngestReport, early: Optional[Early], prev: Any, st: os.stat_result,
+                    *, final: bool, closed: bool) -> None:
         src.rewrite, src.reload, src.changed = False, None, None  # per pass (a watched source is read again and again)
         saved = dict(prev) if prev is not None else None
         encode = self.applier.encode()

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from qita_board.main import create_app
 from qita_board.settings import Settings
+from tests.app.pages_traces import run_records
 from tests.app.test_coder_eval import smoke_e2e_results
 
 
@@ -49,7 +50,8 @@ def test_jsonl_upload_keeps_good_lines_and_names_bad_ones(client):
 
 @pytest.mark.parametrize(("name", "data", "warnings"), [
     ("zero.jsonl", b"", [{"file": "zero.jsonl", "line": None, "message": "empty file: no records"}]),
-    ("blank.jsonl", b"\n\r\n\n", []),
+    ("blank.jsonl", b"\n\r\n\n",
+     [{"file": "blank.jsonl", "line": None, "message": "no records: the file holds only blank lines"}]),
 ])
 def test_a_first_upload_of_a_file_without_records_is_not_called_nothing_new(client, name, data, warnings):
     # it was never uploaded before: "Nothing new … uploaded before" was not true of it
@@ -57,6 +59,18 @@ def test_a_first_upload_of_a_file_without_records_is_not_called_nothing_new(clie
     assert (body["records"], body["unchanged"], body["errors"], body["warnings"]) == (0, False, [], warnings)
     again = post(client, (name, data)).json()
     assert (again["records"], again["unchanged"]) == (0, True)
+
+
+def test_a_file_of_blank_lines_beside_a_trace_is_named_as_holding_no_records(client):
+    # one of several files, it went unmentioned while an empty one had its warning
+    good = b"".join(orjson.dumps(r) + b"\n" for r in run_records("with-blanks"))
+    body = post(client, ("good.jsonl", b"\n" + good + b"\n\n"), ("blank.jsonl", b" \n\t\n\n")).json()
+    assert body["runs_created"] == ["with-blanks"] and body["errors"] == []
+    assert body["warnings"] == [{"file": "blank.jsonl", "line": None,
+                                 "message": "no records: the file holds only blank lines"}]
+    # a file whose only line was refused is named by its error, not also as blank
+    body = post(client, ("bad.jsonl", b"\n{not json\n")).json()
+    assert [e["line"] for e in body["errors"]] == [2] and body["warnings"] == []
 
 
 def test_a_coder_eval_zip_uploaded_twice_is_nothing_new(client, tmp_path):

@@ -144,8 +144,10 @@ def test_upload_result_runs_no_script(live_server, visitor, tmp_path):
     bad.write_bytes(b'{"type":"step","run_id":"<script>window.__xss(22)</script>","step":"<b>x</b>"}\n<script>x</script>\n')
     empty = tmp_path / "empty-<img src=x onerror=window.__xss(23)>.jsonl"
     empty.write_bytes(b"")
+    blank = tmp_path / "blank-<img src=x onerror=window.__xss(24)>.jsonl"
+    blank.write_bytes(b"\n  \r\n\n")
     visitor.visit(base + "/upload", "upload form")
-    visitor.page.locator("input[type=file]").first.set_input_files([str(trace), str(bad), str(empty)])
+    visitor.page.locator("input[type=file]").first.set_input_files([str(trace), str(bad), str(empty), str(blank)])
     submit = visitor.page.locator("form button[type=submit], form input[type=submit]").first
     if submit.count():
         submit.click()
@@ -157,6 +159,7 @@ def test_upload_result_runs_no_script(live_server, visitor, tmp_path):
     body = visitor.page.locator("body").inner_text()
     assert "bad-<svg onload=window.__xss(21)>.jsonl" in body  # the error names the file, as text
     assert "empty-<img src=x onerror=window.__xss(23)>.jsonl: empty file: no records" in body  # the warning too
+    assert "blank-<img src=x onerror=window.__xss(24)>.jsonl: no records: the file holds only blank lines" in body
     assert visitor.dialogs == []
     assert visitor.problems == []
 
