@@ -101,6 +101,10 @@ _SEEN_FIRST = (update(RUNS).where(RUNS.c.id == bindparam("pk"), RUNS.c.last_seen
 #: run_end figures that cannot be below 0: a negative one is shown as written, and said.
 _NON_NEGATIVE = ("elapsed_s", "agent_elapsed_s", "cost_usd", "agent_cost_usd", "steps", "tool_calls")
 
+#: early_stop figures that cannot be below 0 (the step and tool call index are positions,
+#: and a position out of range is the lane's to show): said as run_end's are.
+_EARLY_NON_NEGATIVE = ("elapsed_s", "turns_remaining")
+
 
 def _odd_totals(rec: dict[str, Any]) -> list[str]:
     """Warnings about a run_end's figures no run can have: a negative time, cost, count or
@@ -436,7 +440,9 @@ class Applier:
                                                       "kept as written", run_id))
                 out.criteria[(pk, rec["id"])] = result
             elif rtype == "early_stop":
-                out.early[pk] = early_stop_row(pk, rec)
+                row = out.early[pk] = early_stop_row(pk, rec)
+                out.warnings.extend((label, line, f"early_stop: negative {key} ({row[key]:g}); shown as written", run_id)
+                                    for key in _EARLY_NON_NEGATIVE if row[key] is not None and row[key] < 0)
             elif rtype == "run_start":
                 out.starts.append((pk, rec, label, line))
             else:  # run_end (app.ingest.batch.WHOLE_TYPES)

@@ -573,6 +573,22 @@ def test_run_end_figures_no_run_can_have_are_said_and_shown_as_written(ingest, e
     assert len(orjson.loads(stored) if isinstance(stored, str) else stored) == 7   # on the run page too
 
 
+def test_early_stop_figures_no_run_can_have_are_said_and_shown_as_written(ingest, engine, tmp_path):
+    # a negative elapsed_s or turns_remaining was shown without a word, while run_end's were said
+    cut = {"type": "early_stop", "run_id": "e", "reason": "criterion_passed", "deciding_criterion": "c",
+           "armed_criteria": ["c"], "step": 3, "tool_call_index": None, "elapsed_s": -4.5, "turns_remaining": -2}
+    fine = {**cut, "run_id": "f", "elapsed_s": 0, "turns_remaining": 0}
+    path = write_jsonl(tmp_path / "t.jsonl", [start("e"), cut, end("e"), start("f"), fine, end("f")])
+    report = ingest(path)
+    assert report.ok
+    assert [(w.line, w.message) for w in report.warnings] == [
+        (2, "early_stop: negative elapsed_s (-4.5); shown as written"),
+        (2, "early_stop: negative turns_remaining (-2); shown as written")]
+    assert scalar(engine, "select elapsed_s from early_stops") == -4.5
+    stored = run_row(engine, "e")["warnings"]
+    assert len(orjson.loads(stored) if isinstance(stored, str) else stored) == 2   # on the run page too
+
+
 @pytest.mark.parametrize("status", ["completed", "failed", "error"])
 def test_qitos_manifest_that_ended_without_a_summary_is_finished(ingest, engine, qitos_runs, tmp_path, status):
     dst = tmp_path / "nosummary"

@@ -321,3 +321,18 @@ def test_a_run_of_huge_texts_opens_cut_and_show_all_brings_each_whole(live_serve
     cell.get_by_role("button", name="show all").click()
     until(page, "document.querySelector('article#step-0 td.critic-reason').innerText.includes('reason-end')")
     assert page.errors == []
+
+
+def test_an_early_stop_with_negative_figures_is_shown_as_written_and_said(live_server, page, ingest, tmp_path):
+    # they were shown without a word, while a negative run_end figure had its warning
+    recs = run_records("neg-early", stop_reason="early_stop", criteria=[{"id": "c", "stop_when": "pass"}],
+                       results=[{"id": "c", "score": 1.0, "passed": True}],
+                       early={"reason": "criterion_passed", "deciding_criterion": "c", "armed_criteria": ["c"],
+                              "step": 1, "tool_call_index": None, "elapsed_s": -4.5, "turns_remaining": -2})
+    assert ingest(write_jsonl(tmp_path / "neg.jsonl", recs)).ok
+    page.goto(live_server.url + "/runs/neg-early")
+    warnings = page.locator("ul.warnings li").all_inner_texts()
+    assert "⚠ early_stop: negative elapsed_s (-4.5); shown as written" in warnings
+    assert "⚠ early_stop: negative turns_remaining (-2); shown as written" in warnings
+    panel = page.locator("section.early-panel")
+    assert panel.locator("dt:text('steps avoided (upper bound)') + dd").inner_text() == "-2"   # as written
