@@ -141,7 +141,9 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
     added: dict[str, list[str]] = {}
     replaced: dict[str, list[str]] = {}
     replacing: set[str] = set()
-    first_line: dict[str, int] = {}
+    #: per run and kind of warning (refused, added, replaced), the first line it names: a
+    #: warning named the run's first line read, its run_start, not a record it was about
+    first_line: dict[tuple[str, str], int] = {}
     ends: dict[str, Any] = {}
     earlies: dict[str, Any] = {}
     starts: dict[str, Any] = {}
@@ -179,18 +181,20 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
                 if _same(stored_value(stored), rec):
                     drop(where)  # equal: nothing to apply
                 continue  # a second, different start has its own rule (store.Applier._write_starts)
-        first_line[rid] = min(line, first_line.get(rid, line))
         if not present:
             if rid in foreign:
                 added.setdefault(rid, []).append(what)
+                first_line[(rid, "added")] = min(line, first_line.get((rid, "added"), line))
         elif _same(stored_value(stored), rec):
             if rid not in own:
                 drop(where)  # equal: nothing to apply (own: applied again, harmless, keeps its derived rows whole)
         elif rid in own:
             replaced.setdefault(rid, []).append(what)
+            first_line[(rid, "replaced")] = min(line, first_line.get((rid, "replaced"), line))
             replacing.add(rid)
         else:
             refused.setdefault(rid, []).append(what)
+            first_line[(rid, "refused")] = min(line, first_line.get((rid, "refused"), line))
             drop(where)
     batch.drop(drop_steps, drop_others, _stored_events(conn, batch, {rid: v[0] for rid, v in foreign.items()}))
     unchanged = frozenset(rid for rid in foreign if rid not in batch.runs)
@@ -204,17 +208,16 @@ def screen(conn: Connection, batch: ReadBatch, *, origin: str, label: str, rewri
         else:
             said = (f"run {rid!r}: {len(replaced[rid])} record(s) of {label}, read again ({reason}), replaced what "
                     f"was stored before ({_summary(replaced[rid])})")
-        warnings.append((where_, first_line[rid], said, rid))
+        warnings.append((where_, first_line[(rid, "replaced")], said, rid))
     for rid in sorted(set(refused) | set(added)):
         began = foreign[rid][2] or "another source"
-        line = first_line[rid]
         if rid in refused:
-            warnings.append((where_, line, f"run {rid!r} was begun by {began}: {len(refused[rid])} record(s) from "
+            warnings.append((where_, first_line[(rid, "refused")], f"run {rid!r} was begun by {began}: {len(refused[rid])} record(s) from "
                                            f"{label} would change it and were not applied ({_summary(refused[rid])}); "
                                            "a run keeps the records of the source that began it: delete the run to "
                                            "load it again from this one", rid))
         if rid in added:
-            warnings.append((where_, line, f"run {rid!r} was begun by {began}: {len(added[rid])} new record(s) from "
+            warnings.append((where_, first_line[(rid, "added")], f"run {rid!r} was begun by {began}: {len(added[rid])} new record(s) from "
                                            f"{label} were added to it ({_summary(added[rid])})", rid))
     return Screened(warnings, pks, frozenset(replacing), unchanged)
 

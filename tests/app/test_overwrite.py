@@ -44,6 +44,12 @@ def test_a_second_upload_cannot_change_a_run_it_did_not_begin(tmp_path: Path):
                 "(steps 0, 1, 2; criterion 'c1'; run_end); a run keeps the records of the source that began it: "
                 "delete the run to load it again from this one") in messages
         assert "run 'r1' was begun by a.jsonl: 1 new record(s) from b.jsonl were added to it (step 3)" in messages
+        # each names the first line of the records it is about: steps 0 to 2 from line 2, step 3 on
+        # line 5 (both named line 2, the run's first line in the batch)
+        assert [(w["line"], w["message"].split(":")[1]) for w in second["warnings"] if "was begun by" in w["message"]] == [
+            (2, " 5 record(s) from b.jsonl would change it and were not applied (steps 0, 1, 2; criterion 'c1'; "
+                "run_end); a run keeps the records of the source that began it"),
+            (5, " 1 new record(s) from b.jsonl were added to it (step 3)")]
         run = c.get("/api/runs/r1").json()["run"]
         assert (run["objective"], run["verdict"], run["status"]) == ("first", "pass", "completed")
         steps = {s["step"]: s["record"]["observation"] for s in c.get("/api/runs/r1/steps").json()["data"]}

@@ -92,6 +92,21 @@ def test_a_new_version_under_the_same_name_is_named_in_the_result_and_on_the_run
     assert page.errors == []
 
 
+def test_records_refused_or_added_to_a_run_another_file_began_are_named_by_their_own_lines(live_server, page):
+    # both warnings named line 1, the run_start, not a record either was about
+    first = _version("first version", 1.0)
+    second = first + orjson.dumps({"type": "step", "run_id": "browser/v", "step": 1, "observation": "late"}) + b"\n"
+    second = second.replace(b'"observation":"first version"', b'"observation":"changed"')
+    for name, body in (("began.jsonl", first), ("other.jsonl", second)):
+        page.goto(live_server.url + "/upload")
+        page.set_input_files("#files", files=[{"name": name, "mimeType": "application/x-ndjson", "buffer": body}])
+        page.get_by_role("button", name="Upload").click()
+        page.locator(".upload-result").wait_for()
+    items = page.locator(".upload-result .warnings li").all_inner_texts()
+    assert [t.split(": run ")[0] for t in items if "was begun by" in t] == ["⚠ other.jsonl:2", "⚠ other.jsonl:5"]
+    assert page.errors == []
+
+
 def test_a_copy_under_another_name_lists_its_runs_as_unchanged_with_nothing_to_remove(live_server, page):
     body = _version("only version", 1.0)
     for name in ("first.jsonl", "copy.jsonl"):
