@@ -440,9 +440,9 @@ class Applier:
                                                       "kept as written", run_id))
                 out.criteria[(pk, rec["id"])] = result
             elif rtype == "early_stop":
-                row = out.early[pk] = early_stop_row(pk, rec)
-                out.warnings.extend((label, line, f"early_stop: negative {key} ({row[key]:g}); shown as written", run_id)
-                                    for key in _EARLY_NON_NEGATIVE if row[key] is not None and row[key] < 0)
+                cut = out.early[pk] = early_stop_row(pk, rec)
+                out.warnings.extend((label, line, f"early_stop: negative {key} ({cut[key]:g}); shown as written", run_id)
+                                    for key in _EARLY_NON_NEGATIVE if cut[key] is not None and cut[key] < 0)
             elif rtype == "run_start":
                 out.starts.append((pk, rec, label, line))
             else:  # run_end (app.ingest.batch.WHOLE_TYPES)
