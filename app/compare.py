@@ -38,7 +38,7 @@ touches the database, so the figures can be checked by hand on a handful of dict
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from qita.format import BUDGET_STOP_REASONS
 
@@ -81,6 +81,11 @@ class Group:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "value": self.value, "experiment": self.experiment}
+
+    def masked_with(self, mask: Callable[[str], str]) -> "Group":
+        """The group with its names masked as a page shows them (app.secrets.Masker): the
+        chart's label and the headline carried a secret-shaped variant name raw."""
+        return Group(self.kind, mask(self.value), mask(self.experiment) if self.experiment is not None else None)
 
 
 def _key(row: dict[str, Any]) -> tuple[str, int]:

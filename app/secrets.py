@@ -557,15 +557,23 @@ class Masker:
                 elif isinstance(value, (dict, list, tuple)):
                     out[key_out] = self._copy(value, depth + 1, kind)
                 else:
-                    out[key_out] = self._secret_scalar(kind, value, key) if kind else value
+                    out[key_out] = self._secret_scalar(kind, value, key) if kind else self._object(value)
             return out
         if isinstance(obj, (list, tuple)):
             items = [(self._secret_value(under, v) if under else self.text(v)) if isinstance(v, str) else
-                     self._copy(v, depth + 1, under) if isinstance(v, (dict, list, tuple)) else v for v in obj]
+                     self._copy(v, depth + 1, under) if isinstance(v, (dict, list, tuple)) else self._object(v)
+                     for v in obj]
             return tuple(items) if isinstance(obj, tuple) else items
         if isinstance(obj, str):
             return self._secret_value(under, obj) if under else self.text(obj)
-        return obj
+        return self._object(obj)
+
+    def _object(self, value: Any) -> Any:
+        """A value that is neither text nor a container: as it is, or, for an object of the
+        board's own that carries trace names (app.compare.Group), its masked copy (a
+        comparison's groups are handed to the page as objects: the chart's label and every
+        heading carried a secret-shaped variant name raw)."""
+        return value.masked_with(self.text) if hasattr(value, "masked_with") else value
 
     def _walk(self, obj: Any, under: Optional[str] = None) -> Any:
         """A copy of `obj` (dicts, lists, tuples, strings) with secrets masked in keys and values.
@@ -577,7 +585,7 @@ class Masker:
         if not isinstance(obj, (dict, list, tuple)):
             if isinstance(obj, str):
                 return self._secret_value(under, obj) if under else self.text(obj)
-            return obj
+            return self._object(obj)
         text = self.text
         root: list[Any] = []
         # One frame per open container: its remaining items, the copy being built, its type,
@@ -603,6 +611,8 @@ class Masker:
                     value = self._secret_value(item_under, value) if item_under else text(value)
                 elif item_under:
                     value = self._secret_scalar(item_under, value, key)
+                else:
+                    value = self._object(value)
                 # numbers and None as they are; past MAX_DEPTH (only a cycle) containers too
                 if is_dict:
                     out[key_out] = value

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from urllib.parse import quote, unquote
+from typing import Any
+from urllib.parse import quote, unquote, urlencode
 
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -76,3 +77,13 @@ class RawPathMiddleware:
                 scope = dict(scope)
                 scope["path"] = raw
         await self.app(scope, receive, send)
+
+
+def masked_query(params: dict[str, Any], *, doseq: bool = False) -> str:
+    """A query string of trace names (experiment, variant, tag, run id) masked as pages show
+    them: a link built of raw names carried a secret-shaped name percent-encoded, where the
+    page's masking could not see it (seen in an audit). The board resolves a masked name to
+    the one name that masks to it (app.queries.live.unmask_name)."""
+    from .secrets import mask_data
+
+    return urlencode(mask_data(params), doseq=doseq)

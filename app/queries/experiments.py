@@ -8,13 +8,13 @@ overview is cached until the data changes (app.queries.cache.store_cached).
 from __future__ import annotations
 
 from typing import Any, Optional
-from urllib.parse import urlencode
 
 from sqlalchemy import and_, case, func, select, true
 from sqlmodel import Session
 
 from .. import compare, failures, overview
 from ..models import RUNS
+from ..urls import masked_query
 from . import comparison, run_list
 from .cache import store_cached
 
@@ -83,8 +83,8 @@ def _overview(session: Session) -> dict[str, Any]:
         figures.update(overview.task_figures(by_task.get((e, v), []), measured=figures["pass_rate"] is not None))
         figures["failing"] = len(failing.get((e, v), []))
         figures["failure_reasons"] = failures.top_reasons(failing.get((e, v), []), limit=REASONS)
-        figures["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(e),
-                                                    "variant": run_list.filter_value(v)})
+        figures["runs_url"] = "/runs?" + masked_query({"experiment": run_list.filter_value(e),
+                                                       "variant": run_list.filter_value(v)})
         exp = experiments.setdefault(e, {"experiment": e, "runs": 0, "set_aside": 0, "running": 0, "latest": None,
                                          "latest_source": figures["latest_source"], "variants": []})
         if exp["latest_source"] != figures["latest_source"]:
@@ -100,7 +100,7 @@ def _overview(session: Session) -> dict[str, Any]:
         exp["variants"].sort(key=lambda f: (f["variant"] is None, f["variant"] or ""))
         names = [f["variant"] for f in exp["variants"] if f["variant"] is not None]
         exp["variant_names"] = names
-        exp["runs_url"] = "/runs?" + urlencode({"experiment": run_list.filter_value(exp["experiment"])})
+        exp["runs_url"] = "/runs?" + masked_query({"experiment": run_list.filter_value(exp["experiment"])})
         exp["compare"] = None
         if exp["experiment"] is not None and len(names) >= 2:
             exp["compare"] = _default_comparison(session, exp["experiment"], names, headline=i < HEADLINES)
@@ -111,7 +111,7 @@ def _default_comparison(session: Session, experiment: str, names: list[str], *, 
     pick = compare.choose_default({experiment: names})
     assert pick is not None  # two variants or more
     _e, a, b = pick
-    out: dict[str, Any] = {"a": a, "b": b, "url": "/compare?" + urlencode({"experiment": experiment, "a": a, "b": b}),
+    out: dict[str, Any] = {"a": a, "b": b, "url": "/compare?" + masked_query({"experiment": experiment, "a": a, "b": b}),
                            "headline": None, "paired": None}
     if headline:
         ga, gb = compare.Group("variant", a, experiment), compare.Group("variant", b, experiment)

@@ -39,13 +39,23 @@ def unmask_run_id(session: Session, *, run_id: str) -> Optional[str]:
     A run id can hold a secret's shape (`deploy token=…`): pages show it masked, and their
     links carry the masked id. It is resolved here by masking the ids that share its text
     before the first placeholder (never by showing the raw id to whoever asks)."""
-    start = run_id.find(PLACEHOLDER_PREFIX)
+    return unmask_name(session, RUNS.c.run_id, run_id)
+
+
+def unmask_name(session: Session, column: Any, value: str) -> Optional[str]:
+    """The value of `column` (a run id, experiment, variant, model, task or tag) that a
+    masked one stands for, when exactly one value masks to it; None otherwise.
+
+    Names are shown masked like any trace text, and the links and filter menus built from
+    them carry the masked name: a filter or comparison by such a name matched nothing and
+    answered "0 runs" or a 404 (seen in an audit)."""
+    start = value.find(PLACEHOLDER_PREFIX)
     if start < 0:
         return None
-    head = run_id[:start]
-    stmt = select(RUNS.c.run_id).where(RUNS.c.run_id.like(escape_like(head) + "%", escape="\\")) \
-        .order_by(RUNS.c.run_id).limit(_MASKED_CANDIDATES)
-    found = [rid for rid in session.execute(stmt).scalars() if rid != run_id and mask_text(rid) == run_id]
+    head = value[:start]
+    stmt = select(column).where(column.like(escape_like(head) + "%", escape="\\")).distinct() \
+        .order_by(column).limit(_MASKED_CANDIDATES)
+    found = [v for v in session.execute(stmt).scalars() if v != value and mask_text(v) == value]
     return found[0] if len(found) == 1 else None
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -17,6 +16,7 @@ from ..queries.live import find_run
 from ..render import past_end, respond
 from ..run_view import run_header
 from ..secrets import Masker
+from ..urls import masked_query
 from ..words import plural
 
 router = APIRouter(tags=["compare"])
@@ -86,7 +86,7 @@ def compare_view(request: Request, session: SessionDep, experiment: Text = None,
                    unmeasured=compare.unmeasured_labels(data["summary"], ga.label, gb.label),
                    group=group, limit=limit or PAGE_PAIRS,
                    meta_keys=comparison.metadata_keys(session, group=ga),
-                   export_query=urlencode({k: v for k, v in {**params, "group": group}.items() if v}))
+                   export_query=masked_query({k: v for k, v in {**params, "group": group}.items() if v}))
     return respond(request, "compare.html", data, fragment="_compare_table.html", context=context)
 
 
@@ -95,7 +95,8 @@ def _export(request: Request, data: dict[str, Any], ga: compare.Group, gb: compa
     from ..security import reveal_state
 
     if not reveal_state(request).shown:
-        data = Masker().data(data)
+        masker = Masker()
+        data, ga, gb, params = masker.data(data), masker.data(ga), masker.data(gb), masker.data(params)
     if fmt == "csv":
         name = "-".join(["compare", *(str(v) for v in params.values() if v)])
         return PlainTextResponse(compare_export.csv_text(data), media_type="text/csv; charset=utf-8",

@@ -14,6 +14,7 @@ from ..lab import export, view
 from ..queries.run_list import RunFilters
 from ..render import past_end, respond
 from ..secrets import Masker
+from ..urls import masked_query
 from ..words import plural
 
 router = APIRouter(tags=["lab"])
@@ -76,7 +77,7 @@ PolicyDep = Annotated[view.PolicyArgs, Depends(policy_args)]
 
 
 def _query(data: dict[str, Any], **extra: Any) -> str:
-    return urlencode({**data["set"]["filters"], **extra}, doseq=True)
+    return masked_query({**data["set"]["filters"], **extra}, doseq=True)
 
 
 @router.get("/lab", include_in_schema=False)

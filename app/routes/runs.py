@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
-from urllib.parse import unquote, urlencode
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
@@ -16,7 +16,7 @@ from ..queries import live, run_detail, run_list
 from ..queries.pointers import MAX_POINTER_CHARS, parse_pointer
 from ..render import JSONResponse, is_htmx, past_end, respond, wants_json
 from ..run_view import public, run_header
-from ..urls import run_path
+from ..urls import masked_query, run_path
 from ..words import plural
 
 router = APIRouter(tags=["runs"])
@@ -92,7 +92,7 @@ def list_runs(request: Request, session: SessionDep, filters: FiltersDep) -> Any
     response = respond(request, "runs.html", data, fragment="_runs_results.html", context=context)
     if request.headers.get("hx-trigger") == "filters":
         # The form sends every field, empty ones too: keep the shared URL to what is set.
-        query = urlencode(filters.as_params())
+        query = masked_query(filters.as_params())
         response.headers["HX-Push-Url"] = "/runs" + ("?" + query if query else "")
     return response
 

@@ -110,3 +110,59 @@ def test_a_run_whose_id_holds_a_secret_opens_by_its_masked_id(tmp_path, ingest, 
     assert ingest(write_jsonl(tmp_path / "j.jsonl", run_records("deploy token=qwerty987654 run"))).ok
     assert mask_text("deploy token=qwerty987654 run") == shown
     assert client.get("/api/runs/" + quote(shown, safe="")).status_code == 404
+
+
+EXP, VARIANT, TAG = "exp-AKIAIOSFODNN7EXAMPLE", "DB_PASSWORD=hunter2secretpw", "tag-ghp_ZZZZyyyyXXXXwwwwVVVVuuuuTTTTssss0000"
+#: what must never reach a page, raw or percent-encoded
+RAW = ("AKIAIOSFODNN7EXAMPLE", "hunter2secretpw", "ghp_ZZZZyyyy")
+
+
+def secret_names(tmp_path, ingest) -> None:
+    from tests.app.pages_traces import run_records
+    from tests.conftest import write_jsonl
+
+    recs = []
+    for rid, variant in (("sn-a", VARIANT), ("sn-b", "e2e")):
+        r = run_records(rid, experiment=EXP, variant=variant)
+        r[0]["task_id"], r[0]["tags"] = "t1", [TAG]
+        recs += r
+    assert ingest(write_jsonl(tmp_path / "names.jsonl", recs)).ok
+
+
+def test_names_that_hold_secrets_are_linked_and_filtered_by_their_masked_form(tmp_path, ingest, client):
+    # the overview's links, the list's menus and compare's exports carried the masked name
+    # (0 runs, a 404) or the raw one percent-encoded, and the chart's label the raw one
+    from urllib.parse import parse_qs, urlsplit
+
+    from qita_board.secrets import mask_text
+    from tests.app.parsed_html import page
+
+    secret_names(tmp_path, ingest)
+    overview = client.get("/").text
+    assert not any(raw in overview for raw in RAW)
+    links = [a["href"] for a in page(overview).select("a[href]")]
+    compare_link = next(h for h in links if h.startswith("/compare?"))
+    assert parse_qs(urlsplit(compare_link).query) == {"experiment": [mask_text(EXP)], "a": [mask_text(VARIANT)],
+                                                      "b": ["e2e"]}
+    compared = client.get(compare_link)
+    assert compared.status_code == 200 and not any(raw in compared.text for raw in RAW)
+    doc = page(compared.text)
+    assert doc.select_one("svg.bars")["aria-label"] == f"Totals per measure, {mask_text(VARIANT)} against e2e"
+    exports = [a["href"] for a in doc.select("a[href]") if "format=" in a["href"] or a["href"].startswith("/api/compare")]
+    assert exports
+    for href in exports:
+        r = client.get(href)
+        assert r.status_code == 200, href
+        assert not any(raw in r.text for raw in RAW), href
+        assert not any(raw in r.headers.get("content-disposition", "") for raw in RAW), href   # a CSV's file name
+    data = client.get(compare_link.replace("/compare?", "/api/compare?")).json()
+    assert data["pairs_total"] == 1 and data["pairs"][0]["a"]["run_id"] == "sn-a"
+    variant_link = next(h for h in links if h.startswith("/runs?") and "variant=" in h and "e2e" not in h)
+    assert [r["run_id"] for r in client.get(variant_link.replace("/runs?", "/api/runs?")).json()["data"]] == ["sn-a"]
+    listing = page(client.get("/runs").text)
+    options = {o["value"] for o in listing.select("select option")}
+    assert {mask_text(EXP), mask_text(VARIANT), mask_text(TAG)} <= options
+    for name, value in (("experiment", mask_text(EXP)), ("tag", mask_text(TAG)), ("variant", mask_text(VARIANT))):
+        assert client.get("/api/runs", params={name: value}).json()["count"] == (1 if name == "variant" else 2), name
+    assert client.get("/api/runs", params={"experiment": EXP}).json()["count"] == 2          # the raw name too
+    assert client.get("/api/compare", params={"a_tag": mask_text(TAG), "b_tag": mask_text(TAG)}).status_code == 400

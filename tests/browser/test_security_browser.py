@@ -90,3 +90,28 @@ def test_a_form_on_another_site_cannot_post_to_the_board(token_server, page, pat
     assert "cross-site request refused" in page.content()
     page.goto(token_server.url + "/login")
     assert page.locator("#login-state").count() == 0  # the evil form did not sign this browser in
+
+
+def test_names_holding_secrets_compare_and_filter_from_their_links_and_menus(live_server, page, ingest, tmp_path):
+    # the overview's compare link was a 404 and the list's menus found 0 runs for a masked name
+    from qita_board.secrets import mask_text
+    from tests.app.test_secrets_fields import RAW, TAG, VARIANT, secret_names
+    from tests.browser.test_pages_browser import until
+
+    secret_names(tmp_path, ingest)
+    page.goto(live_server.url + "/")
+    page.locator("a.compare-link").click()
+    page.wait_for_url("**/compare?**")
+    assert page.locator("table.pairs tbody tr").count() == 1
+    assert page.locator("svg.bars").get_attribute("aria-label") == f"Totals per measure, {mask_text(VARIANT)} against e2e"
+    assert not any(raw in page.content() for raw in RAW)
+    page.goto(live_server.url + "/runs")
+    page.select_option("select[name=variant]", mask_text(VARIANT))
+    until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 1")
+    assert page.locator("td.run-id").inner_text().strip() == "sn-a"
+    page.select_option("select[name=variant]", "")
+    page.select_option("select[name=tag]", mask_text(TAG))
+    until(page, "location.search.includes('tag=')")
+    until(page, "document.querySelectorAll('table.runs tbody td.run-id').length === 2")
+    assert not any(raw in page.url for raw in RAW)
+    assert page.errors == []
