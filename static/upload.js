@@ -33,6 +33,16 @@
     form.requestSubmit();
   });
 
+  // While the files are being sent, leaving the page drops them, and the board never sees
+  // them (nothing is stored of an upload cut off): the browser asks first. Once the board
+  // has answered, reading goes on there whatever this page does.
+  var sending = false;
+  window.addEventListener("beforeunload", function (ev) {
+    if (!sending) return;
+    ev.preventDefault();
+    ev.returnValue = "";
+  });
+
   form.addEventListener("htmx:beforeRequest", function (ev) {
     if (!input.files || !input.files.length) {
       // Nothing chosen: said here, without a request the board would refuse (and the
@@ -44,6 +54,7 @@
     bar.hidden = false;
     bar.value = 0;
     status.textContent = "uploading…";
+    sending = true;
   });
   form.addEventListener("htmx:xhr:progress", function (ev) {
     var d = ev.detail || {};
@@ -53,6 +64,7 @@
     }
   });
   form.addEventListener("htmx:afterRequest", function (ev) {
+    sending = false;
     bar.hidden = true;
     if (ev.detail && ev.detail.successful) status.textContent = "";
   });
@@ -74,6 +86,7 @@
     status.classList.add("error-text");
   });
   form.addEventListener("htmx:sendError", function () {
+    sending = false;
     status.textContent = "Upload failed: the connection to the board was lost.";
     status.classList.add("error-text");
   });

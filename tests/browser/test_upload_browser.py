@@ -220,3 +220,26 @@ def test_a_trace_saved_as_json_is_read(live_server, page):
     assert page.locator(".upload-result .rejected li").all_inner_texts() == [
         "trace.json:3: invalid JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"]
     assert page.errors == []
+
+
+LEAVING = "(() => { const e = new Event('beforeunload', {cancelable: true}); window.dispatchEvent(e); return e.defaultPrevented; })()"
+
+
+def test_leaving_the_page_while_the_files_are_sent_asks_first(live_server, page):
+    # the page navigated away mid-send and the upload was lost without a word (seen in an audit)
+    held = []
+    page.route("**/*", lambda route: held.append(route) if route.request.method == "POST" else route.continue_())
+    page.goto(live_server.url + "/upload")
+    assert page.evaluate(LEAVING) is False                                   # nothing being sent: no question
+    page.set_input_files("#files", files=[{"name": "held.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
+    page.get_by_role("button", name="Upload").click()
+    deadline = 50
+    while not held and deadline:
+        page.wait_for_timeout(100)
+        deadline -= 1
+    assert held, "the upload was not sent"
+    assert page.evaluate(LEAVING) is True                                    # the browser asks before leaving
+    held[0].continue_()
+    page.locator(".upload-result").wait_for()
+    assert page.evaluate(LEAVING) is False                                   # answered: reading goes on there
+    assert page.errors == []
