@@ -383,3 +383,30 @@ def test_a_run_page_and_its_compare_with_form_fit_a_320_px_screen(live_server, p
         box = page.locator("form.compare-with input[name=b]").bounding_box()
         assert box["x"] + box["width"] <= 320, path
         assert page.evaluate("document.documentElement.scrollWidth") <= 320, path
+
+
+def test_the_pair_page_wraps_a_long_deciding_criterion_at_390(live_server, ingest, tmp_path, open_page):
+    # "stopped at step 0: … (deciding criterion …)" and "Why smoke stopped …" did not wrap: a
+    # 650 px page (found by a browser audit)
+    long_id = "file_contains:src/services/authentication/middleware/token_refresh_handler.py"
+    recs: list[dict[str, Any]] = []
+    for variant in ("smoke", "e2e"):
+        rid = f"ovf-{variant}"
+        recs += [{"type": "run_start", "run_id": rid, "task_id": "ovf", "experiment": "ovf", "variant": variant,
+                  "criteria": [{"id": long_id, "type": "file_contains", "stop_when": "pass"}],
+                  "early_stop": {"enabled": variant == "smoke"}},
+                 {"type": "step", "run_id": rid, "step": 0, "actions": [{"name": "bash", "args": {"command": "ls"}}]},
+                 {"type": "criterion", "run_id": rid, "id": long_id, "score": 1.0, "passed": True}]
+        if variant == "smoke":
+            recs.append({"type": "early_stop", "run_id": rid, "reason": "criterion_passed", "deciding_criterion": long_id,
+                         "armed_criteria": [long_id], "step": 0, "tool_call_index": 1, "elapsed_s": 1.0,
+                         "turns_remaining": 3})
+        recs.append({"type": "run_end", "run_id": rid, "status": "completed",
+                     "stop_reason": "early_stop" if variant == "smoke" else "final"})
+    assert ingest(write_jsonl(tmp_path / "ovf.jsonl", recs)).ok
+    page = open_page(390, 844)
+    page.goto(live_server.url + "/pair?a=ovf-smoke&b=ovf-e2e")
+    assert long_id in page.locator(".early-note").first.inner_text()
+    assert long_id in page.locator(".deciding-panel").inner_text()
+    assert page_width(page) == [390, 390], page_width(page)
+    assert page.problems == []
