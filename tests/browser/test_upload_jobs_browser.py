@@ -79,9 +79,13 @@ def test_a_running_upload_cancelled_offers_to_remove_what_it_wrote(tmp_path, bro
                                  reader_process_bytes=0)).start()
     page = browser.new_page(viewport={"width": 390, "height": 844})
     try:
-        body = orjson.dumps({"type": "run_start", "run_id": "big", "task_id": "t"}) + b"\n" + b"".join(
-            orjson.dumps({"type": "step", "run_id": "big", "step": i, "observation": "x" * 200}) + b"\n"
-            for i in range(60_000))
+        key = {"task_id": "t", "experiment": "x", "variant": "v"}
+        old = orjson.dumps({"type": "run_start", "run_id": "old", "ts": "2026-01-01T00:00:00Z", **key}) + b"\n"
+        assert page.request.post(server.url + "/api/traces?wait=true", multipart={
+            "files": {"name": "old.jsonl", "mimeType": "application/x-ndjson", "buffer": old}}).ok
+        body = orjson.dumps({"type": "run_start", "run_id": "big", "ts": "2026-02-01T00:00:00Z", **key}) + b"\n" + \
+            b"".join(orjson.dumps({"type": "step", "run_id": "big", "step": i, "observation": "x" * 200}) + b"\n"
+                     for i in range(60_000))
         page.goto(server.url + "/upload")
         page.set_input_files("#files", files=[{"name": "big.jsonl", "mimeType": "application/x-ndjson", "buffer": body}])
         page.get_by_role("button", name="Upload").click()
@@ -91,6 +95,10 @@ def test_a_running_upload_cancelled_offers_to_remove_what_it_wrote(tmp_path, bro
         partial.wait_for(timeout=30_000)
         assert page.locator("#upload-cancelled").inner_text().startswith("Upload cancelled: what was read before is kept")
         assert "1 run created" in partial.inner_text()
+        # what it wrote takes another run's place in comparisons: said as a finished upload says it
+        replaced = page.locator("#upload-replacements")
+        assert "1 run created here shares a place in comparisons with another run" in replaced.inner_text()
+        assert "big takes the place of old" in replaced.inner_text()
         partial.locator("a.upload-remove").click()
         page.wait_for_url("**/uploads/*/delete")
         assert "big" in page.locator("main").inner_text()
