@@ -13,6 +13,14 @@ TRACE = b"".join(orjson.dumps(r) + b"\n" for r in [
                                            "stop_reason": "final"}) + b"\n"
 
 
+def upload(page, base: str, name: str, body: bytes, mime: str = "application/x-ndjson") -> None:
+    """One file sent through the upload form, and its result waited for."""
+    page.goto(base + "/upload")
+    page.set_input_files("#files", files=[{"name": name, "mimeType": mime, "buffer": body}])
+    page.get_by_role("button", name="Upload").click()
+    page.locator(".upload-result").wait_for()
+
+
 def test_upload_with_the_file_picker(live_server, page):
     page.goto(live_server.url + "/upload")
     page.set_input_files("#files", files=[{"name": "picked.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
@@ -98,10 +106,7 @@ def test_records_refused_or_added_to_a_run_another_file_began_are_named_by_their
     second = first + orjson.dumps({"type": "step", "run_id": "browser/v", "step": 1, "observation": "late"}) + b"\n"
     second = second.replace(b'"observation":"first version"', b'"observation":"changed"')
     for name, body in (("began.jsonl", first), ("other.jsonl", second)):
-        page.goto(live_server.url + "/upload")
-        page.set_input_files("#files", files=[{"name": name, "mimeType": "application/x-ndjson", "buffer": body}])
-        page.get_by_role("button", name="Upload").click()
-        page.locator(".upload-result").wait_for()
+        upload(page, live_server.url, name, body)
     items = page.locator(".upload-result .warnings li").all_inner_texts()
     assert [t.split(": run ")[0] for t in items if "was begun by" in t] == ["⚠ other.jsonl:2", "⚠ other.jsonl:5"]
     assert page.errors == []
@@ -110,10 +115,7 @@ def test_records_refused_or_added_to_a_run_another_file_began_are_named_by_their
 def test_a_copy_under_another_name_lists_its_runs_as_unchanged_with_nothing_to_remove(live_server, page):
     body = _version("only version", 1.0)
     for name in ("first.jsonl", "copy.jsonl"):
-        page.goto(live_server.url + "/upload")
-        page.set_input_files("#files", files=[{"name": name, "mimeType": "application/x-ndjson", "buffer": body}])
-        page.get_by_role("button", name="Upload").click()
-        page.locator(".upload-result").wait_for()
+        upload(page, live_server.url, name, body)
     result = page.locator(".upload-result")
     assert result.locator(".runs-unchanged a").all_inner_texts() == ["browser/v"]
     assert result.locator(".runs-updated, .runs-created, .upload-remove").count() == 0
@@ -172,10 +174,7 @@ def test_a_binary_file_named_jsonl_is_one_rejection_beside_a_good_file(live_serv
 def test_back_from_an_uploaded_run_shows_the_upload_result_and_its_record_keeps_the_bad_lines(live_server, page):
     # Back (or a reload) showed an empty upload form: the rejected lines were gone, and the
     # upload's own page did not list them either.
-    page.goto(live_server.url + "/upload")
-    page.set_input_files("#files", files=[{"name": "back.jsonl", "mimeType": "application/x-ndjson", "buffer": TRACE}])
-    page.get_by_role("button", name="Upload").click()
-    page.locator(".upload-result").wait_for()
+    upload(page, live_server.url, "back.jsonl", TRACE)
     until(page, "location.pathname.startsWith('/upload/jobs/')")
     job_url = page.url
     page.locator(".upload-result .runs-created a").click()
@@ -212,10 +211,7 @@ def test_a_file_name_holding_a_right_to_left_override_does_not_reverse_the_other
 
 
 def test_a_trace_saved_as_json_is_read(live_server, page):
-    page.goto(live_server.url + "/upload")
-    page.set_input_files("#files", files=[{"name": "trace.json", "mimeType": "application/json", "buffer": TRACE}])
-    page.get_by_role("button", name="Upload").click()
-    page.locator(".upload-result").wait_for()
+    upload(page, live_server.url, "trace.json", TRACE, "application/json")
     assert page.locator(".upload-result .runs-created a").inner_text() == "browser/run"
     assert page.locator(".upload-result .rejected li").all_inner_texts() == [
         "trace.json:3: invalid JSON: invalid literal, expected 'null': line 1 column 1 (char 0)"]
