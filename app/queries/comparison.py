@@ -24,7 +24,7 @@ from ..notfound import missing_groups
 from ..secrets import is_secret_key
 from . import run_list
 from .cache import data_cached, data_version
-from .live import unmask_name
+from .live import named
 
 
 class _CostIncomplete(ColumnElement[bool]):
@@ -331,10 +331,6 @@ def _grouped(session, ga: Group, pairs: list[dict[str, Any]], internal: dict[str
     return compare.group_pairs(pairs, group, rows_a, criteria_a)
 
 
-def _named(session: Session, column: Any, value: Optional[str]) -> Optional[str]:
-    return (unmask_name(session, column, value) or value) if value else value
-
-
 def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[str], b: Optional[str],
                    a_experiment: Optional[str], b_experiment: Optional[str], a_tag: Optional[str],
                    b_tag: Optional[str]) -> Optional[tuple[compare.Group, compare.Group]]:
@@ -344,10 +340,10 @@ def resolve_groups(session: Session, *, experiment: Optional[str], a: Optional[s
     names the valid ones; the same group twice is a 400 (a comparison needs two). A name
     masked as pages show it (a link's) stands for the one name that masks to it.
     """
-    experiment, a_experiment, b_experiment = (_named(session, RUNS.c.experiment, v)
+    experiment, a_experiment, b_experiment = (named(session, RUNS.c.experiment, v)
                                               for v in (experiment, a_experiment, b_experiment))
-    a, b = (_named(session, RUNS.c.variant, v) for v in (a, b))
-    a_tag, b_tag = (_named(session, TAGS.c.tag, v) for v in (a_tag, b_tag))
+    a, b = (named(session, RUNS.c.variant, v) for v in (a, b))
+    a_tag, b_tag = (named(session, TAGS.c.tag, v) for v in (a_tag, b_tag))
     if a_experiment or b_experiment:
         if not (a_experiment and b_experiment):
             raise BoardError("to compare two experiments give both a_experiment and b_experiment",

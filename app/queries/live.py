@@ -42,6 +42,14 @@ def unmask_run_id(session: Session, *, run_id: str) -> Optional[str]:
     return unmask_name(session, RUNS.c.run_id, run_id)
 
 
+def named(session: Optional[Session], column: Any, value: Any) -> Any:
+    """The name a filter or comparison asks for: itself, or the one its masked form (a
+    link's) stands for (`unmask_name`); empty and None as they are."""
+    if not value or session is None:
+        return value
+    return unmask_name(session, column, value) or value
+
+
 def unmask_name(session: Session, column: Any, value: str) -> Optional[str]:
     """The value of `column` (a run id, experiment, variant, model, task or tag) that a
     masked one stands for, when exactly one value masks to it; None otherwise.

@@ -16,7 +16,7 @@ from ..models import RUNS
 from ..overview import pass_rate
 from ..secrets import cut_text
 from .cache import data_version, store_cached
-from .live import unmask_name
+from .live import named
 
 SORTS = {
     "started": RUNS.c.started_at,
@@ -109,7 +109,7 @@ def _where(f: RunFilters, session: Optional[Session] = None, use_index: bool = T
             conds.append(getattr(RUNS.c, name).is_(None))
         elif value:
             column = getattr(RUNS.c, name)
-            conds.append(column == _named(session, column, value))
+            conds.append(column == named(session, column, value))
     if f.stop_reason:
         conds.append(RUNS.c.stop_reason == f.stop_reason)
     if f.verdict:
@@ -120,13 +120,8 @@ def _where(f: RunFilters, session: Optional[Session] = None, use_index: bool = T
     if f.early_stopped is not None:
         conds.append(RUNS.c.early_stopped.is_(bool(f.early_stopped)))
     if f.tag:
-        conds.append(exists().where(and_(TAGS.c.run_pk == RUNS.c.id, TAGS.c.tag == _named(session, TAGS.c.tag, f.tag))))
+        conds.append(exists().where(and_(TAGS.c.run_pk == RUNS.c.id, TAGS.c.tag == named(session, TAGS.c.tag, f.tag))))
     return conds
-
-
-def _named(session: Optional[Session], column: Any, value: str) -> str:
-    """The name a filter asks for: itself, or the one its masked form in a link stands for."""
-    return (unmask_name(session, column, value) if session is not None else None) or value
 
 
 def run_conditions(session: Session, *, filters: RunFilters) -> list[Any]:
